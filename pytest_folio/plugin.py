@@ -1,0 +1,98 @@
+"""pytest-folio's pytest hooks: options, settings, parametrization, markers, xdist wiring.
+
+Loaded through the ``pytest11`` entry point named ``pytest_folio`` (so ``-p pytest_folio``
+works). Fixtures live in :mod:`pytest_folio.fixtures`; this module only wires things.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_folio import hookspecs
+from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.options import (
+    FolioSettings,
+    add_options,
+    parse_block_size,
+    parse_order,
+    read_settings,
+)
+from pytest_folio.sizes import format_size
+
+pytest_plugins = [
+    "pytest_folio.fixtures.model",
+]
+
+SETTINGS_KEY = pytest.StashKey[FolioSettings]()
+
+MARKERS = [
+    "folio_orders(*orders): run this test at these folio orders instead of --folio-orders",
+    "folio_block_sizes(*sizes): run this test at these block sizes instead of "
+    "--folio-block-sizes (4096, '16k', '2M', ...)",
+]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def settings(config: pytest.Config) -> FolioSettings:
+    """The run's parsed options (decided once, on the controller)."""
+    return config.stash[SETTINGS_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    workerinput: dict[str, Any] = getattr(config, "workerinput", {})
+    config.stash[SETTINGS_KEY] = read_settings(config, fsx_seed=workerinput.get("folio_fsx_seed"))
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
+
+
+class _XdistController:
+    """Hands the controller's decisions to every worker, so all collect and seed alike."""
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["folio_fsx_seed"] = settings(node.config).fsx_seed
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = settings(config)
+    return [
+        "folio: orders {} ({}), block sizes {}, mtd {}, fs {}, fsx seed {}".format(
+            ",".join(map(str, s.orders)),
+            ",".join(format_size(PAGE_SIZE << o) for o in s.orders),
+            ",".join(format_size(b) for b in s.block_sizes),
+            s.mtd, s.fs, s.fsx_seed),
+    ]
+
+
+def _marker_values(metafunc: pytest.Metafunc, name: str) -> tuple[Any, ...] | None:
+    marker = metafunc.definition.get_closest_marker(name)
+    return None if marker is None else tuple(marker.args)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    s = settings(metafunc.config)
+    try:
+        if "folio_order" in metafunc.fixturenames:
+            override = _marker_values(metafunc, "folio_orders")
+            orders = s.orders if override is None else tuple(parse_order(o) for o in override)
+            metafunc.parametrize("folio_order", orders, indirect=True,
+                                 ids=[format_size(PAGE_SIZE << o) for o in orders])
+        if "block_size" in metafunc.fixturenames:
+            override = _marker_values(metafunc, "folio_block_sizes")
+            sizes = (s.block_sizes if override is None
+                     else tuple(parse_block_size(b) for b in override))
+            metafunc.parametrize("block_size", sizes, indirect=True,
+                                 ids=[format_size(b) for b in sizes])
+    except ValueError as exc:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None

@@ -1,0 +1,50 @@
+"""Sizes as users write them (``4k``, ``16K``, ``2M``, ``64KiB``) and as test ids show them."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """Parse ``4096``, ``4k``, ``16K``, ``2M`` or ``64KiB`` into bytes (binary units)."""
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"size must not be negative: {text}")
+        return text
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use e.g. 4096, 4k, 16K, 2M, 64KiB)")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def format_size(n: int) -> str:
+    """The short form used in ids and tables: 4K, 16K, 2M, 512B."""
+    for suffix, unit in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return f"{n}B"
+
+
+def format_kib(n: int) -> str:
+    """The long form mtd_speedtest and the seeds use in row names: 512 B, 1 KiB, 128 KiB."""
+    for suffix, unit in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {suffix}"
+    return f"{n} B"
+
+
+def parse_list(text: str) -> list[str]:
+    """Split a comma- or space-separated option value, dropping empty items."""
+    return [part for part in re.split(r"[,\s]+", text.strip()) if part]
+
+
+def is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def ilog2(n: int) -> int:
+    """log2 of a power of two."""
+    return n.bit_length() - 1

@@ -1,0 +1,93 @@
+"""Parse a ``--folio-mtd`` / ``--folio-fs`` spec into what it names.
+
+A spec is one of: ``reference`` or ``reference:knob=value,...`` (the bundled model), a
+path (a real device or directory), ``package.module:factory`` (the user's own), or a name
+registered under the entry-point group ``pytest_folio.targets``. The MTD and file-system
+resolvers build on this; bad input raises :class:`TargetError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Literal
+
+ENTRY_POINT_GROUP = "pytest_folio.targets"
+
+_FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_NAME_RE = re.compile(r"^[A-Za-z_][\w.-]*$")
+
+
+class TargetError(ValueError):
+    """A target spec that cannot be used; the message is one line for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetSpec:
+    """A parsed spec. ``text`` is what the user wrote, for messages and reports."""
+
+    kind: Literal["reference", "path", "factory"]
+    text: str
+    knobs: dict[str, str] = dataclasses.field(default_factory=dict)
+    path: Path | None = None
+    factory: Callable[..., Any] | None = None
+
+
+def parse_knobs(text: str, option: str) -> dict[str, str]:
+    """``api=page,retry=off`` -> ``{"api": "page", "retry": "off"}``."""
+    knobs: dict[str, str] = {}
+    for part in filter(None, text.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise TargetError(f"{option}: knob {part!r} is not of the form name=value")
+        knobs[key.strip()] = value.strip()
+    return knobs
+
+
+def load_factory(text: str, option: str) -> Callable[..., Any]:
+    """Import ``package.module:attr`` and check that it is callable."""
+    module_name, _, attr = text.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # an import error of the user's module, whatever it is
+        raise TargetError(
+            f"{option}: cannot import factory {text!r}: {type(exc).__name__}: {exc}") from None
+    if not callable(obj):
+        raise TargetError(f"{option}: {text!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def registered_targets() -> dict[str, Any]:
+    """Entry points in the ``pytest_folio.targets`` group, by name."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def parse_target_spec(text: str, option: str) -> TargetSpec:
+    """Classify ``text``; raise TargetError naming the accepted forms when it fits none."""
+    text = text.strip()
+    head, _, tail = text.partition(":")
+    if head == "reference":
+        return TargetSpec("reference", text, knobs=parse_knobs(tail, option))
+    if text.startswith(("/", ".", "~")) or Path(text).exists():
+        return TargetSpec("path", text, path=Path(text).expanduser())
+    if _FACTORY_RE.match(text):
+        return TargetSpec("factory", text, factory=load_factory(text, option))
+    registered = registered_targets()
+    if _NAME_RE.match(text) and text in registered:
+        try:
+            factory = registered[text].load()
+        except Exception as exc:
+            raise TargetError(
+                f"{option}: cannot load registered target {text!r}: "
+                f"{type(exc).__name__}: {exc}") from None
+        return TargetSpec("factory", text, factory=factory)
+    names = ", ".join(sorted(registered)) or "none registered"
+    raise TargetError(
+        f"{option}: unknown target {text!r}: expected reference[:knob=value,...], a path, "
+        f"package.module:factory, or an entry-point name ({names})")
