@@ -60,7 +60,7 @@ def load_factory(text: str, option: str) -> Callable[..., Any]:
             f"{option}: cannot import factory {text!r}: {type(exc).__name__}: {exc}") from None
     if not callable(obj):
         raise TargetError(f"{option}: {text!r} is not callable")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def registered_targets() -> dict[str, Any]:
