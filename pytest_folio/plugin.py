@@ -23,6 +23,7 @@ from pytest_folio.sizes import format_size
 
 pytest_plugins = [
     "pytest_folio.fixtures.model",
+    "pytest_folio.fixtures.fs",
 ]
 
 SETTINGS_KEY = pytest.StashKey[FolioSettings]()

@@ -1,0 +1,268 @@
+"""A real mounted directory (tmpfs, ext4, xfs, a kernel ramfs...) as a FileSystem.
+
+Every call is the real system call: ``os`` where Python has it, ``fallocate(2)`` and
+``mmap(2)`` through the C library (Python's ``os.posix_fallocate`` silently emulates
+what the file system lacks, and Python's ``mmap`` refuses to map the page that holds EOF
+beyond the file size, which is exactly the page fsx checks). Features are found by
+probing a scratch file, not by trusting the file-system type.
+
+Safety rule (SPEC section 5, ``--folio-allow-destructive``): suites normally work in a
+fresh subdirectory that this module creates and removes, so they may run in any existing
+directory. Working in the directory itself (:func:`directory_filesystem` with
+``fresh=False``) is destructive use and is refused on a non-empty directory unless
+``allow_destructive`` is set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+
+from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.targets.protocols import (
+    FALLOC_FL_COLLAPSE_RANGE,
+    FALLOC_FL_INSERT_RANGE,
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+)
+
+PROT_READ = 0x1
+PROT_WRITE = 0x2
+MAP_SHARED = 0x01
+MS_SYNC = 0x4
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+_libc.fallocate.restype = ctypes.c_int
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int64]
+_libc.mmap.restype = ctypes.c_void_p
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.munmap.restype = ctypes.c_int
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.msync.restype = ctypes.c_int
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+PROBE_NAME = ".folio-probe"
+
+
+def _raise_errno(what: str) -> None:
+    err = ctypes.get_errno()
+    raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def sys_fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    """fallocate(2) itself, so an unsupported mode is EOPNOTSUPP rather than emulated."""
+    if _libc.fallocate(fd, mode, offset, length) != 0:
+        _raise_errno(f"fallocate(mode={mode:#x}, offset={offset}, length={length})")
+
+
+def check_mapped_range(offset: int, length: int, size: int) -> None:
+    """A shared mapping is readable up to the end of the page holding EOF; past it the
+    kernel sends SIGBUS, which we turn into EFAULT instead of killing the test process."""
+    if offset < 0 or length < 0:
+        raise OSError(errno.EINVAL, f"mapped access at offset {offset}, length {length}")
+    limit = -(-size // PAGE_SIZE) * PAGE_SIZE
+    if offset + length > limit:
+        raise OSError(
+            errno.EFAULT,
+            f"mapped access to [{offset}, {offset + length}) goes past the page holding EOF "
+            f"(file size {size}, mapping ends at {limit}): SIGBUS")
+
+
+@contextmanager
+def _mapping(fd: int, offset: int, length: int, prot: int) -> Iterator[tuple[int, int]]:
+    """Map the pages covering [offset, offset + length); yield (address, offset in map)."""
+    start = offset - offset % PAGE_SIZE
+    size = offset + length - start
+    addr = _libc.mmap(None, size, prot, MAP_SHARED, fd, start)
+    if addr is None or addr == _MAP_FAILED:
+        _raise_errno(f"mmap(offset={start}, length={size})")
+    try:
+        yield addr, offset - start
+    finally:
+        _libc.munmap(addr, size)
+
+
+class DirectoryFS:
+    """The FileSystem protocol over a real directory: paths are relative to ``root``."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.path.realpath(root)
+        if not os.path.isdir(self.root):
+            raise NotADirectoryError(errno.ENOTDIR, f"{root} is not a directory")
+        self._fds: set[int] = set()
+        self.blocksize, self.features = self._probe()
+
+    def __repr__(self) -> str:
+        return f"DirectoryFS({self.root!r}, blocksize={self.blocksize})"
+
+    # -- setup -------------------------------------------------------------------------
+    def _probe(self) -> tuple[int, frozenset[str]]:
+        """Find st_blksize and which optional calls this file system really supports."""
+        path = os.path.join(self.root, PROBE_NAME)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        features: set[str] = set()
+        try:
+            blocksize = os.fstat(fd).st_blksize
+            span = 4 * blocksize
+
+            def works(name: str, call: Callable[[], object]) -> None:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"\xa5" * span, 0)
+                try:
+                    call()
+                except OSError as exc:
+                    if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL,
+                                         errno.ENODEV, errno.EACCES, errno.EXDEV):
+                        raise
+                else:
+                    features.add(name)
+
+            def mmap_probe() -> None:
+                self.mmap_write(fd, 0, b"\x5a")
+                self.mmap_read(fd, 0, 1)
+
+            def fallocate_probe() -> None:
+                sys_fallocate(fd, 0, span, blocksize)
+                sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, span + blocksize, blocksize)
+
+            self._fds.add(fd)
+            works("mmap", mmap_probe)
+            works("fallocate", fallocate_probe)
+            works("punch_hole", lambda: sys_fallocate(
+                fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, blocksize, blocksize))
+            works("zero_range", lambda: sys_fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, blocksize))
+            works("collapse_range", lambda: sys_fallocate(
+                fd, FALLOC_FL_COLLAPSE_RANGE, blocksize, blocksize))
+            works("insert_range", lambda: sys_fallocate(
+                fd, FALLOC_FL_INSERT_RANGE, blocksize, blocksize))
+            works("copy_range", lambda: os.copy_file_range(fd, fd, blocksize, 0, 2 * blocksize))
+        finally:
+            self._fds.discard(fd)
+            os.close(fd)
+            os.unlink(path)
+        return blocksize, frozenset(features)
+
+    def umount(self) -> None:
+        """Close every file this object opened (the directory itself is the caller's)."""
+        for fd in sorted(self._fds):
+            with suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+
+    # -- helpers -----------------------------------------------------------------------
+    def _path(self, path: str) -> str:
+        full = os.path.normpath(os.path.join(self.root, path.lstrip("/")))
+        if full != self.root and not full.startswith(self.root + os.sep):
+            raise PermissionError(errno.EACCES, f"{path!r} leaves the file system's root")
+        # normpath drops a trailing slash, which the kernel uses to demand a directory.
+        return full + "/" if path.endswith("/") and full != self.root else full
+
+    def _fd(self, fd: int) -> int:
+        if fd not in self._fds:
+            raise OSError(errno.EBADF, f"file descriptor {fd} is not open on {self.root}")
+        return fd
+
+    # -- files -------------------------------------------------------------------------
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        fd = os.open(self._path(path), flags, mode)
+        self._fds.add(fd)
+        return fd
+
+    def close(self, fd: int) -> None:
+        os.close(self._fd(fd))
+        self._fds.discard(fd)
+
+    def pread(self, fd: int, n: int, offset: int) -> bytes:
+        return os.pread(self._fd(fd), n, offset)
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        return os.pwrite(self._fd(fd), data, offset)
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        os.ftruncate(self._fd(fd), length)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        return os.fstat(self._fd(fd))
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(self._fd(fd))
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        sys_fallocate(self._fd(fd), mode, offset, length)
+
+    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
+                        offset_dst: int) -> int:
+        return os.copy_file_range(self._fd(src), self._fd(dst), count, offset_src, offset_dst)
+
+    def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
+        check_mapped_range(offset, length, os.fstat(self._fd(fd)).st_size)
+        if length == 0:
+            return b""
+        with _mapping(fd, offset, length, PROT_READ) as (addr, skip):
+            return ctypes.string_at(addr + skip, length)
+
+    def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
+        check_mapped_range(offset, len(data), os.fstat(self._fd(fd)).st_size)
+        if not data:
+            return
+        with _mapping(fd, offset, len(data), PROT_READ | PROT_WRITE) as (addr, skip):
+            ctypes.memmove(addr + skip, bytes(data), len(data))
+            start = offset - skip
+            if _libc.msync(addr, skip + len(data), MS_SYNC) != 0:
+                _raise_errno(f"msync(offset={start}, length={skip + len(data)})")
+
+    # -- names -------------------------------------------------------------------------
+    def unlink(self, path: str) -> None:
+        os.unlink(self._path(path))
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        os.mkdir(self._path(path), mode)
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(self._path(path))
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(self._path(src), self._path(dst))
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(self._path(path)))
+
+    def stat(self, path: str) -> os.stat_result:
+        return os.stat(self._path(path))
+
+
+@contextmanager
+def directory_filesystem(path: str | os.PathLike[str], *, fresh: bool = True,
+                         allow_destructive: bool = False) -> Iterator[DirectoryFS]:
+    """A DirectoryFS in a fresh subdirectory of ``path`` (removed afterwards), or, with
+    ``fresh=False``, in ``path`` itself, which must then be empty unless
+    ``allow_destructive``. Open files are closed afterwards even when the test failed."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, f"{path} is not a directory")
+    if fresh:
+        root = tempfile.mkdtemp(prefix="pytest-folio-", dir=path)
+    else:
+        if os.listdir(path) and not allow_destructive:
+            raise PermissionError(
+                errno.EPERM, f"{path} is not empty; pass --folio-allow-destructive to let a "
+                "suite write into it directly")
+        root = path
+    fs: DirectoryFS | None = None
+    try:
+        fs = DirectoryFS(root)
+        yield fs
+    finally:
+        if fs is not None:
+            fs.umount()
+        if fresh:
+            shutil.rmtree(root, ignore_errors=True)

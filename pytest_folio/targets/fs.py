@@ -1,0 +1,147 @@
+"""``--folio-fs``: which FileSystem the suites run against (SPEC section 4).
+
+- ``reference`` / ``reference:features=full,memory=256M``: the bundled ramfs, mounted at
+  the parametrized block size;
+- a directory: a real mounted file system; suites work in a fresh subdirectory of it;
+- ``package.module:factory`` or an entry-point name: ``factory(blocksize=..., root=...)``
+  returns the user's FileSystem (``root`` is an empty scratch directory it may use).
+
+The spec is resolved once, at configure time, so bad input is one line before any test
+runs; :meth:`FsTarget.mount` then hands out a fresh file system per test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pytest_folio.sizes import parse_size
+from pytest_folio.targets.directory import directory_filesystem
+from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.spec import TargetError, TargetSpec, parse_target_spec
+
+OPTION = "--folio-fs"
+
+# reference knobs: name -> parser of the value into a Ramfs keyword argument
+_FEATURE_SETS = ("default", "full")
+
+
+def _features(value: str) -> str:
+    if value not in _FEATURE_SETS:
+        raise ValueError(f"features must be one of {', '.join(_FEATURE_SETS)}, not {value!r}")
+    return value
+
+
+def _memory(value: str) -> int:
+    size = parse_size(value)
+    if size <= 0:
+        raise ValueError("memory must be positive")
+    return size
+
+
+REFERENCE_KNOBS: dict[str, Any] = {"features": _features, "memory": _memory}
+
+_CALLS = ("open", "close", "pread", "pwrite", "ftruncate", "fstat", "fsync", "fallocate",
+          "copy_file_range", "mmap_read", "mmap_write", "unlink", "mkdir", "rmdir", "rename",
+          "listdir", "stat")
+
+
+@dataclasses.dataclass(frozen=True)
+class FsTarget:
+    """A resolved ``--folio-fs``: what to mount for each test."""
+
+    spec: TargetSpec
+    ramfs_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def per_block_size(self) -> bool:
+        """A directory has its own block size; the others are mounted at each one."""
+        return self.spec.kind != "path"
+
+    def describe(self) -> str:
+        return self.spec.text
+
+    @contextmanager
+    def mount(self, blocksize: int | None,
+              scratch: str | os.PathLike[str] | None = None) -> Iterator[FileSystem]:
+        """A fresh file system for one test; torn down afterwards even if the test failed.
+
+        ``blocksize`` is ignored by a directory target; ``scratch`` is an empty directory
+        handed to a factory as ``root`` (a new temporary one when not given).
+        """
+        if self.spec.kind == "path":
+            assert self.spec.path is not None
+            with directory_filesystem(self.spec.path) as dfs:
+                yield dfs
+            return
+        if blocksize is None:
+            raise TargetError(f"{OPTION} {self.spec.text}: needs a block size")
+        if self.spec.kind == "reference":
+            from pytest_folio.model.ramfs import Ramfs
+
+            yield Ramfs(blocksize=blocksize, **self.ramfs_options)
+            return
+        assert self.spec.factory is not None
+        if scratch is None:
+            with (tempfile.TemporaryDirectory(prefix="pytest-folio-fs-") as tmp,
+                  self.mount(blocksize, tmp) as fs):
+                yield fs
+            return
+        fs = self.spec.factory(blocksize=blocksize, root=os.fspath(scratch))
+        if not isinstance(fs, FileSystem):
+            missing = [name for name in ("blocksize", "features", *_CALLS)
+                       if not hasattr(fs, name)]
+            raise TargetError(
+                f"{OPTION} {self.spec.text}: the factory returned {type(fs).__name__}, "
+                f"not a FileSystem (missing: {', '.join(missing)})")
+        try:
+            yield fs
+        finally:
+            umount = getattr(fs, "umount", None)
+            if callable(umount):
+                umount()
+
+
+def _check_directory(spec: TargetSpec) -> None:
+    path = spec.path
+    assert path is not None
+    if not path.exists():
+        raise TargetError(f"{OPTION}: {spec.text} does not exist")
+    if not path.is_dir():
+        raise TargetError(f"{OPTION}: {spec.text} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise TargetError(f"{OPTION}: {spec.text} is not writable by this user")
+
+
+def _reference_options(spec: TargetSpec) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for name, value in spec.knobs.items():
+        parser = REFERENCE_KNOBS.get(name)
+        if parser is None:
+            raise TargetError(
+                f"{OPTION}: unknown reference knob {name!r} (known: "
+                f"{', '.join(sorted(REFERENCE_KNOBS))})")
+        try:
+            options[name] = parser(value)
+        except ValueError as exc:
+            raise TargetError(f"{OPTION}: reference knob {name}: {exc}") from None
+    return options
+
+
+def resolve_fs_target(text: str) -> FsTarget:
+    """Parse and check ``--folio-fs``; raise TargetError with one line on bad input."""
+    spec = parse_target_spec(text, OPTION)
+    if spec.kind == "path":
+        _check_directory(spec)
+        return FsTarget(spec)
+    if spec.kind == "reference":
+        return FsTarget(spec, _reference_options(spec))
+    return FsTarget(spec)

@@ -1,0 +1,133 @@
+"""``--folio-fs``: resolving specs, bad input, and the ``filesystem`` fixture per target."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_folio.targets.fs import resolve_fs_target
+from pytest_folio.targets.spec import TargetError
+
+
+def test_reference_knobs() -> None:
+    target = resolve_fs_target("reference:features=full,memory=64M")
+    assert target.kind == "reference" and target.per_block_size
+    assert target.ramfs_options == {"features": "full", "memory": 64 << 20}
+    assert resolve_fs_target("reference").ramfs_options == {}
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("reference:features=most", "features must be one of default, full, not 'most'"),
+    ("reference:colour=red", "unknown reference knob 'colour' (known: features, memory)"),
+    ("reference:memory=lots", "reference knob memory: not a size"),
+    ("reference:features", "is not of the form name=value"),
+    ("/no/such/dir", "/no/such/dir does not exist"),
+    ("no_such_module_xyz:factory", "cannot import factory"),
+    ("os:sep", "'os:sep' is not callable"),
+    ("what-is-this", "unknown target 'what-is-this'"),
+])
+def test_bad_specs(spec: str, message: str) -> None:
+    with pytest.raises(TargetError) as info:
+        resolve_fs_target(spec)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_file_is_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    with pytest.raises(TargetError, match="is not a directory"):
+        resolve_fs_target(str(tmp_path / "f"))
+
+
+def test_directory_target_resolves(tmp_path: Path) -> None:
+    target = resolve_fs_target(str(tmp_path))
+    assert target.kind == "path" and not target.per_block_size
+    with target.mount(None) as fs:
+        root = fs.root  # type: ignore[attr-defined]
+        assert Path(root).parent == tmp_path
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_spec_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--folio-fs", "reference:features=most")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --folio-fs: reference knob features: *"])
+    assert "Traceback" not in result.stderr.str()
+
+
+USES_FILESYSTEM = """
+import os
+
+def test_write(filesystem):
+    fd = filesystem.open("f", os.O_RDWR | os.O_CREAT)
+    assert filesystem.pwrite(fd, b"hello", 0) == 5
+    assert filesystem.pread(fd, 10, 0) == b"hello"
+    filesystem.close(fd)
+    assert "f" in filesystem.listdir("")
+"""
+
+
+def test_filesystem_fixture_on_a_directory(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "precious").write_text("keep")
+    pytester.makepyfile(USES_FILESYSTEM)
+    result = pytester.runpytest("--folio-fs", str(target), "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_write PASSED*"])
+    assert sorted(os.listdir(target)) == ["precious"]
+
+
+FACTORY = """
+import os
+from pytest_folio.targets.directory import DirectoryFS
+
+SEEN = []
+
+class Recording(DirectoryFS):
+    def __init__(self, root, blocksize):
+        super().__init__(root)
+        self.blocksize = blocksize
+
+    def umount(self):
+        super().umount()
+        with open(os.path.join(os.path.dirname(__file__), "umounted.txt"), "a") as f:
+            f.write(f"{self.blocksize}\\n")
+
+def factory(blocksize, root):
+    assert os.listdir(root) == []
+    return Recording(root, blocksize)
+
+def not_a_filesystem(blocksize, root):
+    return object()
+"""
+
+
+def test_filesystem_fixture_on_a_factory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(myfs=FACTORY)
+    pytester.makepyfile(USES_FILESYSTEM + """
+def test_blocksize(filesystem):
+    assert filesystem.blocksize in (4096, 16384)
+""")
+    pytester.syspathinsert()
+    result = pytester.runpytest("--folio-fs", "myfs:factory", "--folio-block-sizes", "4k,16k",
+                                "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*test_write?4K? PASSED*", "*test_write?16K? PASSED*"])
+    umounted = (pytester.path / "umounted.txt").read_text().split()
+    assert sorted(umounted) == ["16384", "16384", "4096", "4096"]
+
+
+def test_factory_returning_junk_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(myfs=FACTORY)
+    pytester.makepyfile(USES_FILESYSTEM)
+    pytester.syspathinsert()
+    result = pytester.runpytest("--folio-fs", "myfs:not_a_filesystem",
+                                "--folio-block-sizes", "4k")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*--folio-fs myfs:not_a_filesystem: the factory returned "
+         "object, not a FileSystem (missing: blocksize, features, open, *"])
