@@ -79,7 +79,12 @@ def check_mapped_range(offset: int, length: int, size: int) -> None:
 
 @contextmanager
 def _mapping(fd: int, offset: int, length: int, prot: int) -> Iterator[tuple[int, int]]:
-    """Map the pages covering [offset, offset + length); yield (address, offset in map)."""
+    """Map the pages covering [offset, offset + length); yield (address, offset in map).
+
+    mmap(2) itself accepts a range past EOF (it fails with EACCES, ENODEV... first), so
+    the caller checks the range inside the mapping, before touching it."""
+    if offset < 0:
+        raise OSError(errno.EINVAL, f"mapped access at negative offset {offset}")
     start = offset - offset % PAGE_SIZE
     size = offset + length - start
     addr = _libc.mmap(None, size, prot, MAP_SHARED, fd, start)
@@ -204,21 +209,22 @@ class DirectoryFS:
         return os.copy_file_range(self._fd(src), self._fd(dst), count, offset_src, offset_dst)
 
     def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
-        check_mapped_range(offset, length, os.fstat(self._fd(fd)).st_size)
         if length == 0:
+            self._fd(fd)
             return b""
-        with _mapping(fd, offset, length, PROT_READ) as (addr, skip):
+        with _mapping(self._fd(fd), offset, length, PROT_READ) as (addr, skip):
+            check_mapped_range(offset, length, os.fstat(fd).st_size)
             return ctypes.string_at(addr + skip, length)
 
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
-        check_mapped_range(offset, len(data), os.fstat(self._fd(fd)).st_size)
         if not data:
+            self._fd(fd)
             return
-        with _mapping(fd, offset, len(data), PROT_READ | PROT_WRITE) as (addr, skip):
+        with _mapping(self._fd(fd), offset, len(data), PROT_READ | PROT_WRITE) as (addr, skip):
+            check_mapped_range(offset, len(data), os.fstat(fd).st_size)
             ctypes.memmove(addr + skip, bytes(data), len(data))
-            start = offset - skip
             if _libc.msync(addr, skip + len(data), MS_SYNC) != 0:
-                _raise_errno(f"msync(offset={start}, length={skip + len(data)})")
+                _raise_errno(f"msync(offset={offset - skip}, length={skip + len(data)})")
 
     # -- names -------------------------------------------------------------------------
     def unlink(self, path: str) -> None:
