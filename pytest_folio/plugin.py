@@ -24,6 +24,7 @@ from pytest_folio.sizes import format_size
 pytest_plugins = [
     "pytest_folio.fixtures.model",
     "pytest_folio.fixtures.fs",
+    "pytest_folio.fixtures.mtd",
 ]
 
 SETTINGS_KEY = pytest.StashKey[FolioSettings]()

@@ -1,0 +1,112 @@
+"""``--folio-mtd``: turn the user's spec into MTD devices for the suites.
+
+``reference[:api=folio|page,retry=on|off]`` is the bundled block2mtd at the test's folio
+order; a path is a real ``/dev/mtdN``; ``package.module:factory`` and entry-point names
+are the user's own devices. The spec is resolved once per run (bad input raises
+:class:`~.spec.TargetError`, which the plugin turns into a usage error); every test then
+opens a fresh device from the resolved :class:`MTDTarget`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+from pytest_folio.targets.mtdchar import open_mtd_char
+from pytest_folio.targets.protocols import MTDDevice
+from pytest_folio.targets.spec import TargetError, TargetSpec, parse_target_spec
+
+OPTION = "--folio-mtd"
+
+# knob -> accepted values; the first is the default.
+REFERENCE_KNOBS: dict[str, tuple[str, ...]] = {
+    "api": ("folio", "page"),
+    "retry": ("on", "off"),
+}
+
+
+def _valid_knobs() -> str:
+    return ", ".join(f"{k}={'|'.join(v)}" for k, v in REFERENCE_KNOBS.items())
+
+
+def check_reference_knobs(knobs: dict[str, str]) -> dict[str, str]:
+    """Every knob known and every value allowed; returns all knobs with defaults filled."""
+    for knob, value in knobs.items():
+        if knob not in REFERENCE_KNOBS:
+            raise TargetError(f"{OPTION}: unknown knob {knob!r} for the reference device; "
+                              f"valid knobs: {_valid_knobs()}")
+        if value not in REFERENCE_KNOBS[knob]:
+            raise TargetError(f"{OPTION}: {knob}={value!r} is not one of "
+                              f"{'|'.join(REFERENCE_KNOBS[knob])}")
+    return {knob: knobs.get(knob, values[0]) for knob, values in REFERENCE_KNOBS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class MTDTarget:
+    """A resolved ``--folio-mtd``: what to open for each test, and how to name it."""
+
+    spec: TargetSpec
+    knobs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def label(self) -> str:
+        """The target as reports and saved timings name it (knobs spelled out)."""
+        if self.kind == "reference":
+            return "reference:" + ",".join(f"{k}={v}" for k, v in self.knobs.items())
+        return self.spec.text
+
+    def open(self, *, size: int, erasesize: int, folio_order: int,
+             allow_destructive: bool = False) -> MTDDevice:
+        """A fresh device for one test; the caller closes it."""
+        if self.kind == "reference":
+            from pytest_folio.model.block2mtd import make_reference_block2mtd
+
+            return make_reference_block2mtd(
+                size=size, erasesize=erasesize, folio_order=folio_order,
+                api=self.knobs["api"], retry=self.knobs["retry"] == "on")
+        if self.kind == "path":
+            assert self.spec.path is not None
+            return open_mtd_char(self.spec.path, allow_destructive=allow_destructive)
+        assert self.spec.factory is not None
+        return call_factory(self.spec.factory, self.spec.text, size=size,
+                            erasesize=erasesize, folio_order=folio_order)
+
+
+def call_factory(factory: Any, name: str, **kwargs: Any) -> MTDDevice:
+    """Call the user's factory with the keyword arguments it accepts (all of them when it
+    takes ``**kwargs``), and check that it returned something shaped like an MTDDevice."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: pass everything
+        params = None
+    if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
+        accepted = {p.name for p in params}
+        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+    device = factory(**kwargs)
+    if not isinstance(device, MTDDevice):
+        missing = [attr for attr in ("name", "type", "flags", "size", "erasesize", "writesize",
+                                     "oobsize", "read", "write", "erase", "sync", "close")
+                   if not hasattr(device, attr)]
+        raise TargetError(f"{OPTION}: {name} returned {type(device).__name__}, not an MTD "
+                          f"device (missing: {', '.join(missing)})")
+    return device
+
+
+def resolve_mtd_target(text: str) -> MTDTarget:
+    """Parse and check ``--folio-mtd`` once per run.
+
+    A real device is opened (read-only) and closed here, so a wrong path, a device in use
+    or a missing driver stop the run before any test starts.
+    """
+    spec = parse_target_spec(text, OPTION)
+    if spec.kind == "reference":
+        return MTDTarget(spec, check_reference_knobs(spec.knobs))
+    if spec.kind == "path":
+        assert spec.path is not None
+        open_mtd_char(spec.path).close()
+    return MTDTarget(spec)

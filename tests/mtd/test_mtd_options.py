@@ -1,0 +1,116 @@
+"""``--folio-mtd`` end to end: bad input is a one-line usage error (exit code 4), and the
+fixtures hand out the chosen target at the right folio orders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own_mtd"
+
+USES_DEVICE = """
+def test_device(mtd_device):
+    assert mtd_device.size > 0
+"""
+
+
+def _usage_error(pytester: pytest.Pytester, *args: str) -> str:
+    pytester.makepyfile(USES_DEVICE)
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1, errors  # one line, no traceback
+    assert errors[0].startswith("ERROR: ")
+    return errors[0][len("ERROR: "):]
+
+
+def test_unknown_spec(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-mtd", "nonsense")
+    assert message.startswith("--folio-mtd: unknown target 'nonsense': expected reference")
+
+
+def test_unknown_knob_names_the_valid_ones(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-mtd", "reference:apl=page")
+    assert message == ("--folio-mtd: unknown knob 'apl' for the reference device; "
+                       "valid knobs: api=folio|page, retry=on|off")
+
+
+def test_bad_knob_value(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-mtd", "reference:retry=maybe")
+    assert message == "--folio-mtd: retry='maybe' is not one of on|off"
+
+
+def test_path_that_is_not_an_mtd_device(pytester: pytest.Pytester) -> None:
+    fake = pytester.path / "mtd0"
+    fake.write_bytes(b"\xff" * 4096)
+    message = _usage_error(pytester, "--folio-mtd", str(fake))
+    assert message.startswith(
+        f"--folio-mtd: {fake} is not an MTD character device (major 90): it is a regular file")
+
+
+def test_missing_device_path(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-mtd", "/dev/mtd97")
+    assert message.startswith("--folio-mtd: cannot use /dev/mtd97: No such file or directory")
+
+
+def test_unimportable_factory(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-mtd", "no_such_module_here:factory")
+    assert message == ("--folio-mtd: cannot import factory 'no_such_module_here:factory': "
+                       "ModuleNotFoundError: No module named 'no_such_module_here'")
+
+
+def test_erasesize_not_dividing_the_size(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-mtd-size", "1M", "--folio-erasesize", "192K")
+    assert message == "erasesize 192K does not divide the device size 1M"
+
+
+def test_the_users_factory_gets_the_geometry_and_runs_per_order(
+        pytester: pytest.Pytester) -> None:
+    shutil.copy(EXAMPLE / "nor_flash.py", pytester.path / "nor_flash.py")
+    pytester.makepyfile(mydev="""
+        from nor_flash import NorFlash
+        CALLS = []
+        def factory(size, erasesize, folio_order):
+            CALLS.append((size, erasesize, folio_order))
+            return NorFlash(size, erasesize)
+        def sized(size):  # takes fewer keywords: gets only those
+            return NorFlash(size, 4096)
+        def broken(**kwargs):
+            return object()
+    """)
+    pytester.makepyfile(test_it="""
+        import mydev
+        def test_device(mtd_device, request):
+            assert mtd_device.size == 1 << 20
+            order = {"4K": 0, "16K": 2}[request.node.callspec.id]
+            assert mydev.CALLS[-1] == (1 << 20, 64 << 10, order)
+    """, test_sized="""
+        def test_sized(mtd_device):
+            assert (mtd_device.size, mtd_device.erasesize) == (1 << 20, 4096)
+    """)
+    pytester.syspathinsert()
+    result = pytester.runpytest("test_it.py", "--folio-mtd", "mydev:factory",
+                                "--folio-orders", "0,2", "--folio-mtd-size", "1M",
+                                "--folio-erasesize", "64K", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_device?4K? PASSED*", "*test_device?16K? PASSED*"])
+
+    result = pytester.runpytest("test_sized.py", "--folio-mtd", "mydev:sized",
+                                "--folio-orders", "0", "--folio-mtd-size", "1M")
+    result.assert_outcomes(passed=1)
+
+    result = pytester.runpytest("test_it.py", "--folio-mtd", "mydev:broken",
+                                "--folio-orders", "0")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*--folio-mtd: mydev:broken returned object, not an MTD device (missing: name, type,*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_the_example_runs_through_its_ini(pytester: pytest.Pytester) -> None:
+    for name in ("nor_flash.py", "pytest.ini", "test_nor_flash.py"):
+        shutil.copy(EXAMPLE / name, pytester.path / name)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
