@@ -25,6 +25,7 @@ pytest_plugins = [
     "pytest_folio.fixtures.model",
     "pytest_folio.fixtures.fs",
     "pytest_folio.fixtures.mtd",
+    "pytest_folio.fixtures.timing",
 ]
 
 SETTINGS_KEY = pytest.StashKey[FolioSettings]()

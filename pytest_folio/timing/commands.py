@@ -1,0 +1,109 @@
+"""The timing subcommands of ``python -m pytest_folio``: ``compare`` and ``bandwidth``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pytest_folio.cli import CommandError
+from pytest_folio.sizes import parse_size
+from pytest_folio.timing import table
+from pytest_folio.timing.compare import compare_counter, compare_runs, select_rows
+from pytest_folio.timing.plot import PlotError, plot_comparison, require_matplotlib
+from pytest_folio.timing.stats import center
+from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
+
+
+def _load(path: str) -> TimingRun:
+    try:
+        return load_run(path)
+    except TimingFileError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def register_compare(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "compare", help="print a base run against a patched run (the seeds' table)",
+        description="Compare two runs saved with --folio-save.")
+    p.add_argument("base", metavar="BASE.json")
+    p.add_argument("patched", metavar="PATCHED.json")
+    p.add_argument("--format", choices=table.FORMATS, default="grid")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw time against folio size")
+    p.add_argument("--row", action="append", default=[], metavar="NAME[=SHOWN AS]",
+                   help="only these items, in this order, optionally renamed (repeatable)")
+    p.add_argument("--counter", action="append", default=[], metavar="NAME",
+                   help="also compare this model counter per pass, e.g. compound_head")
+    p.set_defaults(run=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    if args.plot:
+        try:
+            require_matplotlib()
+        except PlotError as exc:
+            raise CommandError(str(exc)) from None
+    base, patched = _load(args.base), _load(args.patched)
+    comparisons = [compare_runs(base, patched)]
+    comparisons += [compare_counter(base, patched, c) for c in args.counter]
+    try:
+        if args.row:
+            comparisons = [select_rows(c, args.row) for c in comparisons]
+        if not comparisons[0].groups:
+            raise CommandError("no timings in either file")
+        for name, c in zip(args.counter, comparisons[1:], strict=True):
+            if not c.groups:
+                raise CommandError(f"no counter {name!r} in either file")
+        if args.plot:
+            plot_comparison(comparisons[0], args.plot)
+    except (ValueError, PlotError) as exc:
+        raise CommandError(str(exc)) from None
+    texts = [table.render(c, args.format) for c in comparisons]
+    if args.format == "grid":
+        for name, c in zip(args.counter, comparisons[1:], strict=True):
+            texts[args.counter.index(name) + 1] = f"\n{c.what}:\n" + table.grid(c)
+    print("".join(texts), end="")
+    return 0
+
+
+def register_bandwidth(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bandwidth", help="print a run's bandwidth by block size (the ramfs seed's table)",
+        description="Bandwidth by block size from a run saved with --folio-save: items in "
+                    "GB/s directly, items in ms with extra['bytes'] as bytes per median "
+                    "time.")
+    p.add_argument("run_file", metavar="RUN.json")
+    p.add_argument("--name", help="the item to show when the run has several")
+    p.set_defaults(run=run_bandwidth)
+
+
+def bandwidth_rows(run: TimingRun, name: str | None = None) -> list[tuple[int, float]]:
+    """(block size, GB/s) of every item that has a block size, sorted by block size."""
+    rows: dict[int, float] = {}
+    names = set()
+    for r in run.records:
+        size_text = r.params.get("bs", r.params.get("folio"))
+        if size_text is None or (name is not None and r.name != name):
+            continue
+        if r.unit == "GB/s":
+            gbps = center(r.samples)
+        elif r.unit == "ms" and isinstance(r.extra.get("bytes"), int):
+            gbps = r.extra["bytes"] / (center(r.samples) / 1e3) / 1e9
+        else:
+            continue
+        names.add(r.name)
+        rows[parse_size(str(size_text))] = gbps
+    if len(names) > 1:
+        raise ValueError(f"several items ({'; '.join(sorted(names))}): choose one with --name")
+    return sorted(rows.items())
+
+
+def run_bandwidth(args: argparse.Namespace) -> int:
+    run = _load(args.run_file)
+    try:
+        rows = bandwidth_rows(run, args.name)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if not rows:
+        raise CommandError(f"{args.run_file}: no item with a block size and a bandwidth")
+    print(table.bandwidth_table(rows), end="")
+    return 0

@@ -1,0 +1,201 @@
+"""Line up a base run and a patched run item by item: the rows every table format shows.
+
+Rows are matched on (suite, item name, unit, parameters); the target is left out because
+it is what differs between base and patched (``api=page`` against ``api=folio``, or two
+kernels' ``/dev/mtd0``). Samples of records that share a key are pooled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from pytest_folio.sizes import parse_size
+from pytest_folio.timing.stats import ALPHA, METHOD, Significance, center, significance
+from pytest_folio.timing.storage import Record, TimingRun
+
+Key = tuple[str, str, str, tuple[tuple[str, str], ...]]
+
+HIGHER_IS_BETTER_UNITS = ("/s", "ops", "iops")
+
+
+def better_direction(unit: str, extra: dict[str, Any]) -> str:
+    """"lower" for times, "higher" for rates; a measurement's ``extra["better"]`` decides."""
+    chosen = extra.get("better")
+    if chosen in ("lower", "higher"):
+        return str(chosen)
+    return "higher" if unit.lower().endswith(HIGHER_IS_BETTER_UNITS) else "lower"
+
+
+def param_label(params: dict[str, Any]) -> str:
+    """What the table's second column shows: the folio size, else the other parameters."""
+    if "folio" in params:
+        return str(params["folio"])
+    return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _label_order(label: str) -> tuple[int, int | str]:
+    """Sizes sort by size (4K before 16K); anything else keeps its text."""
+    try:
+        return 0, parse_size(label)
+    except ValueError:
+        return 1, label
+
+
+@dataclasses.dataclass
+class Row:
+    """One item at one parameter set, base against patched."""
+
+    suite: str
+    name: str
+    unit: str
+    label: str
+    base: list[float]
+    patched: list[float]
+    better: str = "lower"
+    alpha: float = ALPHA
+    exact: bool = False             # counters: no noise, so no significance test
+
+    @property
+    def base_value(self) -> float | None:
+        return center(self.base) if self.base else None
+
+    @property
+    def patched_value(self) -> float | None:
+        return center(self.patched) if self.patched else None
+
+    @property
+    def change_pct(self) -> float | None:
+        """Patched against base in percent; None when a side is missing or base is 0."""
+        b, p = self.base_value, self.patched_value
+        if b is None or p is None or b == 0:
+            return None
+        return (p - b) / b * 100.0
+
+    @property
+    def test(self) -> Significance:
+        if self.exact or not self.base or not self.patched:
+            return Significance(None, self.alpha)
+        return significance(self.base, self.patched, self.alpha)
+
+    @property
+    def regression_pct(self) -> float:
+        """How much worse patched is, in percent (negative or 0 when it is not worse)."""
+        change = self.change_pct
+        if change is None:
+            return 0.0
+        return change if self.better == "lower" else -change
+
+    def regressed(self, limit_pct: float) -> bool:
+        """Worse by more than ``limit_pct`` and not shown to be noise.
+
+        A change that could not be tested (one sample a side) counts: with nothing to
+        tell noise from change, the guard errs on the side of failing.
+        """
+        return self.regression_pct > limit_pct and self.test.significant is not False
+
+
+@dataclasses.dataclass
+class Group:
+    """The rows of one item name, in parameter order (one block of the grid)."""
+
+    suite: str
+    name: str
+    unit: str
+    rows: list[Row]
+
+
+@dataclasses.dataclass
+class Comparison:
+    groups: list[Group]
+    method: str = METHOD
+    alpha: float = ALPHA
+    what: str = "median of the samples"
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for group in self.groups for row in group.rows]
+
+
+def _key(record: Record) -> Key:
+    params = tuple(sorted((str(k), str(v)) for k, v in record.params.items()))
+    return record.suite, record.name, record.unit, params
+
+
+def _pool(records: Iterable[Record],
+          values: Callable[[Record], list[float]]) -> dict[Key, tuple[Record, list[float]]]:
+    pooled: dict[Key, tuple[Record, list[float]]] = {}
+    for record in records:
+        samples = pooled.setdefault(_key(record), (record, []))[1]
+        samples.extend(values(record))
+    return pooled
+
+
+def _samples(record: Record) -> list[float]:
+    return list(record.samples)
+
+
+def compare_runs(base: TimingRun, patched: TimingRun, alpha: float = ALPHA,
+                 values: Callable[[Record], list[float]] = _samples,
+                 exact: bool = False, unit: str | None = None) -> Comparison:
+    """Pair every item of ``base`` with ``patched``; items in only one run keep a blank side.
+
+    Groups come in the base run's order (new items last); inside a group rows go by folio
+    size. ``values`` picks what is compared (the samples, or a counter per pass).
+    """
+    old = _pool(base.records, values)
+    new = _pool(patched.records, values)
+    groups: dict[tuple[str, str, str], Group] = {}
+    for key in [*old, *(k for k in new if k not in old)]:
+        record = (old.get(key) or new[key])[0]
+        shown_unit = unit or record.unit
+        group = groups.setdefault(
+            key[:3], Group(record.suite, record.name, shown_unit, []))
+        group.rows.append(Row(
+            suite=record.suite, name=record.name, unit=shown_unit,
+            label=param_label(record.params),
+            base=old[key][1] if key in old else [],
+            patched=new[key][1] if key in new else [],
+            better=better_direction(record.unit, record.extra),
+            alpha=alpha, exact=exact))
+    for group in groups.values():
+        group.rows.sort(key=lambda r: _label_order(r.label))
+    return Comparison(list(groups.values()), alpha=alpha)
+
+
+def counter_per_pass(counter: str) -> Callable[[Record], list[float]]:
+    """Values for comparing a model counter: its total over the passes, divided by them."""
+    def values(record: Record) -> list[float]:
+        if counter not in record.counters:
+            return []
+        return [record.counters[counter] / len(record.samples)]
+    return values
+
+
+def compare_counter(base: TimingRun, patched: TimingRun, counter: str) -> Comparison:
+    """Base against patched for one counter per pass; counters are exact, so never tested."""
+    comparison = compare_runs(base, patched, values=counter_per_pass(counter), exact=True,
+                              unit=counter)
+    comparison.groups = [g for g in comparison.groups
+                         if any(r.base or r.patched for r in g.rows)]
+    comparison.what = f"{counter} per pass"
+    return comparison
+
+
+def select_rows(comparison: Comparison, wanted: Sequence[str]) -> Comparison:
+    """Keep and order groups as ``wanted`` lists them: ``NAME`` or ``NAME=SHOWN AS``.
+
+    This is how a cover letter's table is cut from a suite's fuller output. An unknown
+    name is a ValueError naming what there is.
+    """
+    by_name = {g.name: g for g in comparison.groups}
+    chosen = []
+    for entry in wanted:
+        name, _, shown = entry.partition("=")
+        group = by_name.get(name.strip())
+        if group is None:
+            known = "; ".join(by_name) or "none"
+            raise ValueError(f"no item named {name.strip()!r} (items: {known})")
+        chosen.append(dataclasses.replace(group, name=shown.strip() or group.name))
+    return dataclasses.replace(comparison, groups=chosen)
