@@ -1,0 +1,678 @@
+"""The page cache of one file or block device, with mm/filemap.c's rules.
+
+Folios are kept in a dict keyed by their first page index. Every folio is naturally
+aligned and at least the mapping's minimum order, so the folio holding page ``index``
+can only start at ``index`` rounded down to some order between the minimum and the
+largest order present: a lookup is at most a handful of dict probes and never walks
+pages. The hot paths (:meth:`AddressSpace.filemap_read`,
+:meth:`AddressSpace.generic_perform_write`) touch each folio once and copy with one
+memoryview slice assignment per folio.
+
+Kernel rules modelled (mm/filemap.c, include/linux/pagemap.h, mm/truncate.c,
+mm/readahead.c):
+
+- ``mapping_set_folio_order_range``: orders clamped to MAX_PAGECACHE_ORDER; the model
+  refuses max < min with ValueError where the kernel silently raises max.
+- creation (``__filemap_get_folio`` with FGP_CREAT): the index is aligned down to the
+  minimum order (``mapping_align_index``), the order is clamped to the maximum and
+  lowered to the index's alignment (``__ffs(index)``), then each failed allocation or
+  insertion above the minimum order retries one order lower; at the minimum order clean
+  folios are reclaimed before ENOMEM; EEXIST repeats the lookup.
+- ``filemap_add_folio`` refuses a folio that overlaps a cached one with EEXIST.
+- truncate (``truncate_inode_pages_range``): whole folios in the range go; a partially
+  covered folio is zeroed in the range and, if large, split to the minimum order (never
+  below) so the covered pieces can go; a folio that cannot be split (already at the
+  minimum order, or someone holds a reference) is kept if dirty and dropped if clean,
+  as ``truncate_inode_partial_folio`` does.
+- invalidate (``invalidate_mapping_pages``) drops only clean, unlocked folios not under
+  writeback that lie wholly inside the range. Unlike the kernel it ignores extra
+  references, so the drop-between-lookup-and-lock race of block2mtd can be reproduced;
+  the folio's memory still lives until the holder's ``folio_put``.
+- readahead (``page_cache_ra_order``): each sequential round raises the folio order by
+  two, up to the maximum and the window's size, aligned, never past i_size.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+from collections.abc import Iterator
+from typing import Protocol
+
+from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put
+from pytest_folio.model.memory import PhysicalMemory
+from pytest_folio.model.stats import Stats
+from pytest_folio.sizes import format_size
+
+# include/linux/pagemap.h fgf_t bits
+FGP_ACCESSED = 0x01
+FGP_LOCK = 0x02
+FGP_CREAT = 0x04
+FGP_WRITE = 0x08
+FGP_NOFS = 0x10
+FGP_NOWAIT = 0x20
+FGP_FOR_MMAP = 0x40
+FGP_STABLE = 0x80
+FGP_WRITEBEGIN = FGP_LOCK | FGP_WRITE | FGP_CREAT | FGP_STABLE
+
+_ZEROS = memoryview(bytes(PAGE_SIZE << MAX_PAGECACHE_ORDER))
+
+
+class AddressSpaceOperations(Protocol):
+    """What a backing store provides (``struct address_space_operations``).
+
+    ``read_folio(folio)`` fills ``folio.data`` (the model marks it uptodate afterwards).
+    ``writepage(folio)`` (optional) stores ``folio.data``; without it dirty folios stay
+    dirty, as ramfs's do.
+    """
+
+    def read_folio(self, folio: Folio) -> None: ...
+
+
+def fgf_set_order(size: int) -> int:
+    """The folio order a write of ``size`` bytes asks for (pagemap.h ``fgf_set_order``)."""
+    shift = size.bit_length() - 1 if size > 0 else 0
+    return 0 if shift <= PAGE_SHIFT else shift - PAGE_SHIFT
+
+
+def _ffs(n: int) -> int:
+    """Index of the lowest set bit (n > 0)."""
+    return (n & -n).bit_length() - 1
+
+
+def zero_range(folio: Folio, offset: int, length: int) -> None:
+    """folio_zero_range: zero ``length`` bytes at ``offset`` inside the folio."""
+    folio.data[offset:offset + length] = _ZEROS[:length]
+
+
+class AddressSpace:
+    """``struct address_space``: the folios caching one file or block device.
+
+    ``i_size`` (bytes, or None for "no limit") bounds readahead, as the inode size does
+    in the kernel; the owner (block device, file system) keeps it current.
+    ``unevictable`` keeps reclaim away (ramfs's ``mapping_set_unevictable``).
+    """
+
+    def __init__(self, memory: PhysicalMemory, a_ops: AddressSpaceOperations | None = None,
+                 stats: Stats | None = None) -> None:
+        self.memory = memory
+        self.a_ops = a_ops
+        self.stats = stats if stats is not None else memory.stats
+        self.i_size: int | None = None
+        self.unevictable = False
+        self.nrpages = 0
+        self.ra_pages = 1 << MAX_PAGECACHE_ORDER   # largest readahead window, in pages
+        self._folios: dict[int, Folio] = {}
+        self._sorted: list[int] | None = []
+        self._min_order = 0
+        self._max_order = 0
+        self._top_order = 0                         # highest order ever cached (lookup bound)
+        self._ra_next = -1                          # readahead state (file_ra_state)
+        self._ra_size = 0
+        self._ra_order = 0
+
+    # -- folio order range (include/linux/pagemap.h) ---------------------------------
+
+    def mapping_set_folio_order_range(self, min_order: int, max_order: int) -> None:
+        """Allow folios of ``min_order`` to ``max_order``; both clamped to
+        MAX_PAGECACHE_ORDER as in the kernel. Set it before the mapping holds folios."""
+        for name, value in (("minimum", min_order), ("maximum", max_order)):
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} folio order must be a whole number >= 0, "
+                                 f"not {value!r}")
+        min_order = min(min_order, MAX_PAGECACHE_ORDER)
+        max_order = min(max_order, MAX_PAGECACHE_ORDER)
+        if max_order < min_order:
+            raise ValueError(f"folio order range {min_order}..{max_order}: the maximum "
+                             "order must not be below the minimum")
+        if self.nrpages:
+            raise ValueError("set the folio order range before the mapping holds folios")
+        if self.memory.size < PAGE_SIZE << min_order:
+            raise ValueError(
+                f"physical memory of {format_size(self.memory.size)} is too small for "
+                f"order-{min_order} folios: it needs at least "
+                f"{format_size(PAGE_SIZE << min_order)}")
+        self._min_order = min_order
+        self._max_order = max_order
+        self._top_order = max(self._top_order, min_order)
+
+    def mapping_set_folio_min_order(self, min_order: int) -> None:
+        """Minimum order, any larger order allowed (what set_blocksize and LBS file
+        systems use)."""
+        self.mapping_set_folio_order_range(min_order, MAX_PAGECACHE_ORDER)
+
+    def mapping_set_large_folios(self) -> None:
+        self.mapping_set_folio_order_range(0, MAX_PAGECACHE_ORDER)
+
+    def mapping_min_folio_order(self) -> int:
+        return self._min_order
+
+    def mapping_max_folio_order(self) -> int:
+        return self._max_order
+
+    def mapping_min_folio_nrpages(self) -> int:
+        return 1 << self._min_order
+
+    def mapping_align_index(self, index: int) -> int:
+        return index & ~((1 << self._min_order) - 1)
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def _lookup(self, index: int) -> Folio | None:
+        """The cached folio holding page ``index`` (no reference, no counting)."""
+        folios = self._folios
+        folio = folios.get(index)
+        if folio is not None:
+            return folio
+        for order in range(self._min_order, self._top_order + 1):
+            folio = folios.get(index & ~((1 << order) - 1))
+            if folio is not None:
+                # a folio starting there either holds index or proves nothing does
+                return folio if folio.order >= order else None
+        return None
+
+    def folios(self) -> list[Folio]:
+        """Every cached folio, in index order."""
+        return [self._folios[i] for i in self._sorted_indices()]
+
+    def _sorted_indices(self) -> list[int]:
+        if self._sorted is None:
+            self._sorted = sorted(self._folios)
+        return self._sorted
+
+    def _folios_in(self, first: int, last: int) -> list[Folio]:
+        """Folios overlapping pages [first, last], in index order."""
+        keys = self._sorted_indices()
+        i = max(bisect.bisect_right(keys, first) - 1, 0)
+        found = []
+        for key in keys[i:]:
+            if key > last:
+                break
+            folio = self._folios[key]
+            if key + folio.nr_pages > first:
+                found.append(folio)
+        return found
+
+    def filemap_get_folio(self, index: int) -> Folio | None:
+        """The folio holding ``index`` with a reference taken, or None."""
+        return self.filemap_get_folio_flags(index, 0)
+
+    def filemap_get_folio_flags(self, index: int, fgp_flags: int = 0,
+                                order: int = 0) -> Folio | None:
+        """``__filemap_get_folio``: look up, and with FGP_CREAT create a folio of up to
+        ``order`` following the kernel's alignment and fallback rules. A created folio
+        comes back locked (FGP_CREAT implies FGP_LOCK unless FGP_FOR_MMAP). The caller
+        owns one reference (``folio_put``). Without FGP_CREAT a miss returns None."""
+        while True:
+            self.stats.folio_lookups += 1
+            folio = self._lookup(index)
+            if folio is not None:
+                if fgp_flags & FGP_LOCK:
+                    if folio.locked:
+                        if fgp_flags & FGP_NOWAIT:
+                            raise OSError(errno.EAGAIN, "folio is locked (FGP_NOWAIT)")
+                        raise FolioDeadlock(f"folio at index {folio.index} is already locked")
+                    folio.locked = True
+                folio.referenced = True
+                folio.refcount += 1
+                return folio
+            if not fgp_flags & FGP_CREAT:
+                return None
+            folio = self._create_folio(index, order)
+            if folio is None:                      # EEXIST: someone filled the gap
+                self.stats.retries += 1
+                continue
+            if not fgp_flags & FGP_FOR_MMAP:
+                folio.locked = True
+            folio.refcount += 1
+            return folio
+
+    # -- creation and insertion -------------------------------------------------------------
+
+    def filemap_alloc_folio(self, order: int) -> Folio | None:
+        """A new folio (not in any mapping) or None if no block of that order is free."""
+        pfn = self.memory.alloc_pages(order)
+        return None if pfn is None else Folio(self.memory, pfn, order)
+
+    def _overlaps(self, index: int, nr_pages: int) -> bool:
+        if self._lookup(index) is not None:
+            return True
+        if nr_pages == 1 << self._min_order:
+            return False
+        # Anything else overlapping must be a smaller folio starting inside the range.
+        step = 1 << self._min_order
+        folios = self._folios
+        return any(map(folios.__contains__, range(index + step, index + nr_pages, step)))
+
+    def _insert(self, folio: Folio, index: int) -> None:
+        folio.index = index
+        folio.pos = index << PAGE_SHIFT
+        folio.mapping = self
+        self._folios[index] = folio
+        self._sorted = None
+        self.nrpages += folio.nr_pages
+        if folio.order > self._top_order:
+            self._top_order = folio.order
+        self.memory.lru[folio] = None
+
+    def filemap_add_folio(self, folio: Folio, index: int) -> None:
+        """Insert a folio from :meth:`filemap_alloc_folio` at ``index``. It comes back
+        locked with the cache's reference added; the caller still owns its own."""
+        if not self._min_order <= folio.order <= self._max_order:
+            raise ValueError(f"order-{folio.order} folio outside the mapping's order range "
+                             f"{self._min_order}..{self._max_order}")
+        if index & (folio.nr_pages - 1):
+            raise ValueError(f"index {index} is not aligned to an order-{folio.order} folio")
+        if folio.mapping is not None:
+            raise ValueError("folio is already in a page cache")
+        if self._overlaps(index, folio.nr_pages):
+            raise OSError(errno.EEXIST, f"pages {index}..{index + folio.nr_pages - 1} "
+                          "overlap a cached folio")
+        folio.locked = True
+        folio.refcount += 1
+        self._insert(folio, index)
+
+    def _create_folio(self, index: int, order: int, *, readahead: bool = False) -> Folio | None:
+        """Allocate and insert a folio for ``index`` (unlocked, holding only the cache's
+        reference). None means EEXIST at the minimum order: look up again. Readahead
+        never reclaims; it returns None when memory runs out."""
+        min_order = self._min_order
+        order = max(min_order, order)
+        index &= ~((1 << min_order) - 1)
+        order = min(order, self._max_order)
+        if index & ((1 << order) - 1):
+            order = _ffs(index)
+        memory = self.memory
+        while True:
+            pfn = memory.alloc_pages(order)
+            if pfn is None and order == min_order and not readahead:
+                pfn = try_to_free_pages(memory, order, self.stats)
+            if pfn is not None:
+                folio = Folio(memory, pfn, order)
+                if not self._overlaps(index, folio.nr_pages):
+                    self._insert(folio, index)
+                    return folio
+                memory.free_pages(pfn, order)
+                err = errno.EEXIST
+            else:
+                err = errno.ENOMEM
+            if order <= min_order:
+                break
+            if err == errno.ENOMEM:
+                self.stats.alloc_fallbacks += 1
+            order -= 1
+        if err == errno.EEXIST or readahead:
+            return None
+        self.stats.enomem += 1
+        raise OSError(errno.ENOMEM, (
+            f"out of memory: no free order-{min_order} block "
+            f"({format_size(PAGE_SIZE << min_order)}) in {format_size(memory.size)} of "
+            "physical memory, even after reclaiming every clean folio"))
+
+    def _read_folio(self, folio: Folio) -> None:
+        read_folio = getattr(self.a_ops, "read_folio", None)
+        if read_folio is None:
+            folio.data[:] = _ZEROS[:folio.size]
+        else:
+            read_folio(folio)
+        folio.uptodate = True
+        self.stats.read_folio += 1
+
+    def read_mapping_folio(self, index: int) -> Folio:
+        """An uptodate folio holding ``index``, read through ``a_ops.read_folio`` if
+        needed (at the minimum order, as do_read_cache_folio does). Unlocked; the caller
+        owns one reference."""
+        while True:
+            folio = self.filemap_get_folio(index)
+            if folio is None:
+                folio = self._create_folio(index, self._min_order)
+                if folio is None:
+                    self.stats.retries += 1
+                    continue
+                folio.refcount += 1
+                folio.locked = True
+                try:
+                    self._read_folio(folio)
+                finally:
+                    folio.locked = False
+                return folio
+            if not folio.uptodate:
+                if folio.locked:
+                    folio_put(folio)
+                    raise FolioDeadlock(f"folio at index {folio.index} is locked and not "
+                                        "uptodate")
+                folio.locked = True
+                try:
+                    self._read_folio(folio)
+                finally:
+                    folio.locked = False
+            return folio
+
+    # -- dirtying and writeback ---------------------------------------------------------------
+
+    def folio_mark_dirty(self, folio: Folio) -> bool:
+        """Mark dirty; True if it was clean. A folio no longer in the cache still gets
+        the flag (noop_dirty_folio) but nothing will ever write it back."""
+        if folio.dirty:
+            return False
+        folio.dirty = True
+        return True
+
+    def filemap_write_and_wait(self) -> None:
+        self.filemap_write_and_wait_range(0, -1)
+
+    def filemap_write_and_wait_range(self, lstart: int, lend: int) -> None:
+        """Write back every dirty folio overlapping bytes [lstart, lend] (lend -1: to the
+        end) through ``a_ops.writepage``. Without writepage nothing happens."""
+        writepage = getattr(self.a_ops, "writepage", None)
+        if writepage is None:
+            return
+        last = (1 << 63) if lend < 0 else lend >> PAGE_SHIFT
+        for folio in self._folios_in(lstart >> PAGE_SHIFT, last):
+            if not folio.dirty:
+                continue
+            if folio.locked:
+                raise FolioDeadlock(f"writeback of folio at index {folio.index}, which "
+                                    "the caller holds locked")
+            folio.writeback = True
+            folio.dirty = False
+            self.stats.writepage += 1
+            try:
+                writepage(folio)
+            except BaseException:
+                folio.dirty = True
+                raise
+            finally:
+                folio.writeback = False
+
+    # -- removal: truncate, invalidate ------------------------------------------------------------
+
+    def filemap_remove_folio(self, folio: Folio) -> None:
+        """Take a folio out of the cache and drop the cache's reference."""
+        if folio.mapping is not self:
+            raise ValueError("folio is not in this mapping")
+        del self._folios[folio.index]
+        self._sorted = None
+        self.nrpages -= folio.nr_pages
+        del self.memory.lru[folio]
+        folio.mapping = None
+        folio_put(folio)
+
+    def split_folio(self, folio: Folio, new_order: int | None = None) -> bool:
+        """Split a cached folio into folios of ``new_order`` (default: the minimum
+        order, never below it). False when it cannot be split: already at that order,
+        or someone else holds a reference (the kernel cannot freeze the refcount)."""
+        new_order = self._min_order if new_order is None else new_order
+        if new_order < self._min_order:
+            raise ValueError(f"cannot split below the mapping's minimum order "
+                             f"{self._min_order}")
+        if folio.mapping is not self:
+            raise ValueError("folio is not in this mapping")
+        if new_order >= folio.order or folio.refcount != 1:
+            return False
+        memory = self.memory
+        memory.split_pages(folio.pfn, folio.order, new_order)
+        del self._folios[folio.index]
+        del memory.lru[folio]
+        self.nrpages -= folio.nr_pages
+        folio.mapping = None
+        folio.refcount = 0
+        step = 1 << new_order
+        for k in range(0, folio.nr_pages, step):
+            piece = Folio(memory, folio.pfn + k, new_order)
+            piece.uptodate = folio.uptodate
+            piece.dirty = folio.dirty
+            piece.locked = folio.locked
+            piece.referenced = folio.referenced
+            self._insert(piece, folio.index + k)
+        self.stats.splits += 1
+        return True
+
+    def truncate_inode_pages_range(self, lstart: int, lend: int = -1) -> None:
+        """Remove the cached bytes [lstart, lend] (lend inclusive, -1: to the end), as
+        truncate and punch hole do (see the module docstring for partial folios)."""
+        if lend < 0:
+            lend = (1 << 63) - 1
+        if lend < lstart:
+            return
+        for folio in self._folios_in(lstart >> PAGE_SHIFT, lend >> PAGE_SHIFT):
+            if folio.locked:
+                raise FolioDeadlock(f"truncate of folio at index {folio.index}, which the "
+                                    "caller holds locked")
+            start = folio.pos
+            end = start + folio.size - 1
+            if lstart <= start and end <= lend:
+                self._truncate_folio(folio)
+                continue
+            zfrom = max(lstart, start)
+            zero_range(folio, zfrom - start, min(lend, end) - zfrom + 1)
+            if folio.order == 0:
+                continue
+            if self.split_folio(folio):
+                for piece in self._folios_in(start >> PAGE_SHIFT, end >> PAGE_SHIFT):
+                    if lstart <= piece.pos and piece.pos + piece.size - 1 <= lend:
+                        self._truncate_folio(piece)
+            elif not folio.dirty:
+                self._truncate_folio(folio)
+
+    def truncate_inode_pages(self, lstart: int) -> None:
+        self.truncate_inode_pages_range(lstart, -1)
+
+    def _truncate_folio(self, folio: Folio) -> None:
+        folio.dirty = False                      # folio_cancel_dirty
+        self.filemap_remove_folio(folio)
+        self.stats.truncated += 1
+
+    def invalidate_mapping_pages(self, start: int = 0, end: int = -1) -> int:
+        """Drop clean, unlocked folios not under writeback that lie wholly in pages
+        [start, end] (end -1: to the end). Returns how many were dropped."""
+        last = (1 << 63) if end < 0 else end
+        dropped = 0
+        for folio in self._folios_in(start, last):
+            if (folio.index < start or folio.index + folio.nr_pages - 1 > last
+                    or folio.dirty or folio.locked or folio.writeback):
+                continue
+            self.filemap_remove_folio(folio)
+            dropped += 1
+        self.stats.invalidated += dropped
+        return dropped
+
+    # -- readahead ------------------------------------------------------------------------------
+
+    def page_cache_ra_order(self, index: int, nr_pages: int, new_order: int = 0) -> int:
+        """Read ahead ``nr_pages`` from ``index`` in folios of ``new_order`` + 2 (capped by
+        the maximum order and the window, at least the minimum), aligned, never past
+        i_size, skipping cached folios. Returns the order used, for the next round."""
+        min_order, max_order = self._min_order, self._max_order
+        if new_order < max_order:
+            new_order += 2
+        new_order = min(new_order, max_order, max(nr_pages, 1).bit_length() - 1)
+        new_order = max(new_order, min_order)
+        index &= ~((1 << min_order) - 1)
+        limit = index + nr_pages - 1
+        if self.i_size is not None:
+            limit = min(limit, (self.i_size - 1) >> PAGE_SHIFT)
+        while index <= limit:
+            cached = self._lookup(index)
+            if cached is not None:
+                index = cached.index + cached.nr_pages
+                continue
+            order = new_order
+            if index & ((1 << order) - 1):
+                order = _ffs(index)
+            while order > min_order and index + (1 << order) - 1 > limit:
+                order -= 1
+            folio = self._create_folio(index, order, readahead=True)
+            if folio is None:
+                break
+            folio.locked = True
+            try:
+                self._read_folio(folio)
+            finally:
+                folio.locked = False
+            self.stats.readahead += 1
+            index = folio.index + folio.nr_pages
+        return new_order
+
+    def _readahead_miss(self, index: int, last: int) -> Folio:
+        """page_cache_sync_ra for a read missing page ``index`` (reading up to page
+        ``last``): grow the window and the order while reads stay sequential."""
+        wanted = last - index + 1
+        if index == self._ra_next:
+            size = min(max(self._ra_size * 2, wanted), self.ra_pages)
+            order = self._ra_order
+        else:
+            size = min(max(wanted, 4), self.ra_pages)
+            order = 0
+        self._ra_order = self.page_cache_ra_order(index, size, order)
+        self._ra_size = size
+        self._ra_next = index + size
+        folio = self._lookup(index)
+        while folio is None:                       # readahead ran out of memory
+            folio = self._create_folio(index, self._min_order)
+            if folio is None:
+                self.stats.retries += 1
+                folio = self._lookup(index)
+                continue
+            folio.locked = True
+            try:
+                self._read_folio(folio)
+            finally:
+                folio.locked = False
+        return folio
+
+    # -- the fast paths ---------------------------------------------------------------------------
+
+    def filemap_read(self, pos: int, length: int) -> bytes:
+        """``length`` bytes at ``pos`` through the cache; misses are read ahead with
+        growing folio order. The caller clamps to its file size."""
+        if length <= 0:
+            return b""
+        end = pos + length
+        folios = self._folios
+        chunks = []
+        index = pos >> PAGE_SHIFT
+        while pos < end:
+            folio = folios.get(index)
+            if folio is None:
+                folio = self._lookup(index)
+                if folio is None:
+                    folio = self._readahead_miss(index, (end - 1) >> PAGE_SHIFT)
+            if not folio.uptodate:
+                if folio.locked:
+                    raise FolioDeadlock(f"read of folio at index {folio.index}, locked and "
+                                        "not uptodate")
+                self._read_folio(folio)
+            offset = pos - folio.pos
+            n = folio.size - offset
+            if n > end - pos:
+                n = end - pos
+            chunks.append(folio.data[offset:offset + n])
+            folio.referenced = True
+            pos += n
+            index = folio.index + folio.nr_pages
+        stats = self.stats
+        stats.folio_lookups += len(chunks)
+        stats.bytes_copied += length
+        return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+
+    def generic_perform_write(self, pos: int, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` into the cache at ``pos``, creating folios as needed (order from
+        the write's length, like iomap's ``fgf_set_order``), reading a folio first when
+        the write covers only part of a folio that is not uptodate. Marks folios dirty;
+        the caller updates its file size. Returns the bytes written."""
+        src = memoryview(data).cast("B")
+        total = len(src)
+        folios = self._folios
+        done = 0
+        while done < total:
+            index = pos >> PAGE_SHIFT
+            folio = folios.get(index)
+            if folio is None:
+                self.stats.folio_lookups += 1
+                folio = self._lookup(index)
+                while folio is None:
+                    folio = self._create_folio(index, fgf_set_order(total - done))
+                    if folio is None:
+                        self.stats.retries += 1
+                        folio = self._lookup(index)
+            else:
+                self.stats.folio_lookups += 1
+            if folio.locked:
+                raise FolioDeadlock(f"write to folio at index {folio.index}, which the "
+                                    "caller holds locked")
+            offset = pos - folio.pos
+            n = folio.size - offset
+            if n > total - done:
+                n = total - done
+            if not folio.uptodate:
+                if n != folio.size:
+                    self._read_folio(folio)
+                folio.uptodate = True
+            folio.data[offset:offset + n] = src[done:done + n]
+            folio.dirty = True
+            folio.referenced = True
+            pos += n
+            done += n
+        self.stats.bytes_copied += total
+        return total
+
+    def __iter__(self) -> Iterator[Folio]:
+        return iter(self.folios())
+
+    def __repr__(self) -> str:
+        return (f"<AddressSpace orders {self._min_order}..{self._max_order}, "
+                f"{len(self._folios)} folios, {self.nrpages} pages>")
+
+
+def try_to_free_pages(memory: PhysicalMemory, order: int, stats: Stats) -> int | None:
+    """Reclaim clean folios from the memory's LRU, oldest first, until a block of
+    ``order`` can be allocated; returns it, or None when nothing more can be freed.
+
+    A folio that was accessed since the last scan gets a second chance (moved to the
+    young end, its referenced bit cleared), like the kernel's referenced-bit LRU. Dirty,
+    locked, writeback, referenced-by-a-caller and unevictable folios are passed over.
+    """
+    lru = memory.lru
+    budget = 2 * len(lru)
+    while budget > 0 and lru:
+        budget -= 1
+        folio = next(iter(lru))
+        mapping = folio.mapping
+        if (folio.dirty or folio.locked or folio.writeback or folio.refcount != 1
+                or mapping is None or mapping.unevictable):
+            del lru[folio]
+            lru[folio] = None
+            continue
+        if folio.referenced:
+            folio.referenced = False
+            del lru[folio]
+            lru[folio] = None
+            continue
+        mapping.filemap_remove_folio(folio)
+        stats.reclaims += 1
+        pfn = memory.alloc_pages(order)
+        if pfn is not None:
+            return pfn
+    return None
+
+
+def read_mapping_folio(mapping: AddressSpace, index: int) -> Folio:
+    """Kernel-style spelling of :meth:`AddressSpace.read_mapping_folio`."""
+    return mapping.read_mapping_folio(index)
+
+
+def filemap_get_folio(mapping: AddressSpace, index: int) -> Folio | None:
+    return mapping.filemap_get_folio(index)
+
+
+def folio_mark_dirty(folio: Folio) -> bool:
+    """Mark a folio dirty through its mapping (or just the flag once it was dropped)."""
+    mapping = folio.mapping
+    if mapping is not None:
+        return mapping.folio_mark_dirty(folio)
+    if folio.dirty:
+        return False
+    folio.dirty = True
+    return True

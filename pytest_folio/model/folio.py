@@ -1,0 +1,155 @@
+"""Folio: a naturally aligned run of 2**order pages of one file, and its kernel-named helpers.
+
+The model is single-threaded, so a lock that is already held can never be released
+while we wait: where the kernel would sleep on it, the model raises :class:`FolioDeadlock`
+instead of hanging the test.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_folio.model.constants import PAGE_SHIFT
+
+if TYPE_CHECKING:
+    from pytest_folio.model.filemap import AddressSpace
+    from pytest_folio.model.memory import PhysicalMemory
+
+
+class FolioDeadlock(RuntimeError):
+    """The caller already holds the folio lock it is now waiting for."""
+
+
+class Folio:
+    """A folio of the page cache.
+
+    ``data`` is a memoryview into physical memory (``size`` bytes). ``refcount`` counts
+    references like the kernel's: the page cache holds one while the folio is cached,
+    every lookup that returns a folio takes one that the caller drops with
+    :func:`folio_put`. A folio removed from the cache keeps its memory until the last
+    reference is gone, so a caller still holding it never writes into someone else's
+    pages.
+    """
+
+    __slots__ = (
+        "data",
+        "dirty",
+        "index",
+        "locked",
+        "mapping",
+        "memory",
+        "nr_pages",
+        "order",
+        "pfn",
+        "pos",
+        "refcount",
+        "referenced",
+        "size",
+        "uptodate",
+        "writeback",
+    )
+
+    def __init__(self, memory: PhysicalMemory, pfn: int, order: int, index: int = 0) -> None:
+        self.memory = memory
+        self.pfn = pfn
+        self.order = order
+        self.nr_pages = 1 << order
+        self.size = self.nr_pages << PAGE_SHIFT
+        self.index = index
+        self.pos = index << PAGE_SHIFT
+        self.data = memory.page_view(pfn, order)
+        self.mapping: AddressSpace | None = None
+        self.uptodate = False
+        self.dirty = False
+        self.locked = False
+        self.writeback = False
+        self.referenced = False     # accessed since reclaim last looked (second chance)
+        self.refcount = 1           # the allocation's reference
+
+    def __repr__(self) -> str:
+        flags = [name for name in ("uptodate", "dirty", "locked", "writeback")
+                 if getattr(self, name)]
+        where = "cached" if self.mapping is not None else "removed"
+        return (f"<Folio index={self.index} order={self.order} pfn={self.pfn} "
+                f"{'|'.join(flags) or '-'} {where} ref={self.refcount}>")
+
+
+def folio_lock(folio: Folio) -> None:
+    if folio.locked:
+        raise FolioDeadlock(f"folio at index {folio.index} is already locked: "
+                            "the kernel would wait here forever")
+    folio.locked = True
+
+
+def folio_trylock(folio: Folio) -> bool:
+    if folio.locked:
+        return False
+    folio.locked = True
+    return True
+
+
+def folio_unlock(folio: Folio) -> None:
+    if not folio.locked:
+        raise RuntimeError(f"folio_unlock: folio at index {folio.index} is not locked")
+    folio.locked = False
+
+
+def folio_get(folio: Folio) -> None:
+    folio.refcount += 1
+
+
+def folio_put(folio: Folio) -> None:
+    """Drop a reference; the last one frees the folio's pages."""
+    if folio.refcount <= 0:
+        raise RuntimeError(f"folio_put: folio at index {folio.index} has no reference left")
+    folio.refcount -= 1
+    if folio.refcount == 0:
+        folio.memory.free_pages(folio.pfn, folio.order)
+
+
+def folio_mark_uptodate(folio: Folio) -> None:
+    folio.uptodate = True
+
+
+def folio_test_uptodate(folio: Folio) -> bool:
+    return folio.uptodate
+
+
+def folio_test_dirty(folio: Folio) -> bool:
+    return folio.dirty
+
+
+def folio_test_locked(folio: Folio) -> bool:
+    return folio.locked
+
+
+def folio_test_writeback(folio: Folio) -> bool:
+    return folio.writeback
+
+
+def folio_test_large(folio: Folio) -> bool:
+    return folio.order > 0
+
+
+def folio_size(folio: Folio) -> int:
+    return folio.size
+
+
+def folio_nr_pages(folio: Folio) -> int:
+    return folio.nr_pages
+
+
+def folio_order(folio: Folio) -> int:
+    return folio.order
+
+
+def folio_pos(folio: Folio) -> int:
+    return folio.pos
+
+
+def folio_next_index(folio: Folio) -> int:
+    return folio.index + folio.nr_pages
+
+
+def folio_contains(folio: Folio, index: int) -> bool:
+    return folio.index <= index < folio.index + folio.nr_pages

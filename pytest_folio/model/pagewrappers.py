@@ -1,0 +1,67 @@
+"""The page wrappers drivers used before their folio conversion.
+
+Each takes a ``Page`` (one 4 KiB page of a possibly larger folio) and first finds its
+head folio, which is the ``compound_head()`` the kernel hides in every wrapper; each
+wrapper counts exactly one in ``Stats.compound_head``, so a test can show what a
+conversion to folios saves (seed: block2mtd, "removes a compound_head() call per page").
+``read_mapping_page`` counts one too, for the page-to-head step of handing back a page
+of a folio.
+"""
+
+from __future__ import annotations
+
+from pytest_folio.model.constants import PAGE_SHIFT
+from pytest_folio.model.filemap import AddressSpace, folio_mark_dirty
+from pytest_folio.model.folio import Folio, folio_lock, folio_put, folio_unlock
+from pytest_folio.model.stats import Stats
+
+
+class Page:
+    """``struct page``: page ``index`` of a file, inside the folio ``head``."""
+
+    __slots__ = ("head", "index", "stats")
+
+    def __init__(self, head: Folio, index: int, stats: Stats) -> None:
+        self.head = head
+        self.index = index
+        self.stats = stats
+
+    def __repr__(self) -> str:
+        return f"<Page index={self.index} of {self.head!r}>"
+
+
+def page_folio(page: Page) -> Folio:
+    """compound_head(): the folio a page belongs to (counted)."""
+    page.stats.compound_head += 1
+    return page.head
+
+
+def page_address(page: Page) -> memoryview:
+    """The page's 4 KiB of data (a view into the folio, not a copy)."""
+    head = page.head
+    offset = (page.index - head.index) << PAGE_SHIFT
+    return head.data[offset:offset + (1 << PAGE_SHIFT)]
+
+
+def read_mapping_page(mapping: AddressSpace, index: int) -> Page:
+    """An uptodate page of the mapping; the caller owns a reference (``put_page``)."""
+    folio = mapping.read_mapping_folio(index)
+    page = Page(folio, index, mapping.stats)
+    page_folio(page)
+    return page
+
+
+def lock_page(page: Page) -> None:
+    folio_lock(page_folio(page))
+
+
+def unlock_page(page: Page) -> None:
+    folio_unlock(page_folio(page))
+
+
+def set_page_dirty(page: Page) -> bool:
+    return folio_mark_dirty(page_folio(page))
+
+
+def put_page(page: Page) -> None:
+    folio_put(page_folio(page))
