@@ -1,0 +1,148 @@
+"""What every mtd_test-style runner shares (drivers/mtd/tests/mtd_test.c's helpers).
+
+The runners are plain functions over an :class:`~pytest_folio.targets.protocols.MTDDevice`;
+they raise :class:`MTDTestError` with a kernel-like message when the device misbehaves, so
+they work inside pytest, in a script, or in a user's own harness alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+from collections.abc import Callable
+
+from pytest_folio.targets.protocols import (
+    MTD_MLCNANDFLASH,
+    MTD_NANDFLASH,
+    MTD_WRITEABLE,
+    MTDDevice,
+)
+
+# The kernel tests assume 512-byte "pages" on devices whose writesize is 1 (RAM, NOR).
+NOT_NAND_PAGE_SIZE = 512
+
+NAND_REQUIRED = "this test requires NAND flash"
+
+
+class MTDTestError(AssertionError):
+    """The device did something an mtd test does not accept (wrong data, short I/O, ...)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """The numbers every kernel mtd test prints first: page size and block counts."""
+
+    size: int
+    erasesize: int
+    pgsize: int
+    ebcnt: int
+    pgcnt: int
+    oobsize: int
+
+    @classmethod
+    def of(cls, dev: MTDDevice) -> Geometry:
+        pgsize = NOT_NAND_PAGE_SIZE if dev.writesize == 1 else dev.writesize
+        if dev.erasesize <= 0 or dev.erasesize % pgsize:
+            raise MTDTestError(
+                f"eraseblock size {dev.erasesize} is not a multiple of the page size {pgsize}")
+        return cls(size=dev.size, erasesize=dev.erasesize, pgsize=pgsize,
+                   ebcnt=dev.size // dev.erasesize, pgcnt=dev.erasesize // pgsize,
+                   oobsize=dev.oobsize)
+
+    def describe(self) -> str:
+        return (f"MTD device size {self.size}, eraseblock size {self.erasesize}, "
+                f"page size {self.pgsize}, count of eraseblocks {self.ebcnt}, "
+                f"pages per eraseblock {self.pgcnt}, OOB size {self.oobsize}")
+
+
+def is_nand(dev: MTDDevice) -> bool:
+    """mtd_type_is_nand(): SLC or MLC NAND."""
+    return dev.type in (MTD_NANDFLASH, MTD_MLCNANDFLASH)
+
+
+def is_writeable(dev: MTDDevice) -> bool:
+    return bool(dev.flags & MTD_WRITEABLE)
+
+
+def is_real_device(dev: object) -> bool:
+    """True for a target that is real hardware (a /dev/mtdN), where writing destroys data.
+
+    Targets say so with an ``is_real_device`` attribute (the /dev/mtdN target is real in
+    any case); the reference model and a user's factory are not, so suites may write them.
+    """
+    if getattr(dev, "is_real_device", False):
+        return True
+    try:  # the /dev/mtdN target, whether or not it sets the attribute
+        from pytest_folio.targets.mtdchar import MTDChar
+    except ImportError:
+        return False
+    return isinstance(dev, MTDChar)
+
+
+def scan_for_bad_eraseblocks(dev: MTDDevice, ebcnt: int) -> list[bool]:
+    """mtdtest_scan_for_bad_eraseblocks(): a device without ``block_isbad`` has none."""
+    block_isbad: Callable[[int], bool] | None = getattr(dev, "block_isbad", None)
+    if block_isbad is None:
+        return [False] * ebcnt
+    return [bool(block_isbad(i * dev.erasesize)) for i in range(ebcnt)]
+
+
+def mtdtest_read(dev: MTDDevice, addr: int, length: int) -> bytes:
+    """Read and insist on the full length, as mtdtest_read() does (a short read is -EIO)."""
+    data = dev.read(addr, length)
+    if len(data) != length:
+        raise MTDTestError(
+            f"error: read returned {len(data)} bytes of {length} at {addr:#x}, "
+            f"but no error reported")
+    return bytes(data)
+
+
+def mtdtest_write(dev: MTDDevice, addr: int, data: bytes) -> None:
+    dev.write(addr, data)
+
+
+def mtdtest_erase_eraseblock(dev: MTDDevice, ebnum: int, blocks: int = 1) -> None:
+    dev.erase(ebnum * dev.erasesize, blocks * dev.erasesize)
+
+
+def mtdtest_erase_good_eraseblocks(dev: MTDDevice, bbt: list[bool], eb: int = 0,
+                                   count: int | None = None) -> None:
+    """Erase the good eraseblocks eb..eb+count-1 one at a time (``bbt`` covers the device)."""
+    end = len(bbt) if count is None else eb + count
+    for i in range(eb, end):
+        if not bbt[i]:
+            mtdtest_erase_eraseblock(dev, i)
+
+
+def first_difference(got: bytes, expected: bytes) -> int:
+    """Offset of the first differing byte (or the shorter length)."""
+    for i, (a, b) in enumerate(zip(got, expected, strict=False)):
+        if a != b:
+            return i
+    return min(len(got), len(expected))
+
+
+def check_data(what: str, addr: int, got: bytes, expected: bytes) -> None:
+    """Raise a one-line MTDTestError naming the first bad byte, like the kernel's dumps."""
+    if got == expected:
+        return
+    at = first_difference(got, expected)
+    bad = sum(1 for a, b in zip(got, expected, strict=False) if a != b)
+    shown_got = got[at:at + 8].hex(" ")
+    shown_exp = expected[at:at + 8].hex(" ")
+    raise MTDTestError(
+        f"{what}: read wrong data at {addr + at:#x} ({bad} of {len(expected)} bytes differ "
+        f"from {addr:#x}): read {shown_got}, expected {shown_exp}")
+
+
+def expect_errno(code: int, what: str, fn: Callable[[], object]) -> None:
+    """Run ``fn`` and insist it fails with OSError(code)."""
+    try:
+        fn()
+    except OSError as exc:
+        if exc.errno != code:
+            raise MTDTestError(
+                f"{what}: expected {errno.errorcode[code]}, got "
+                f"{errno.errorcode.get(exc.errno or 0, exc.errno)}: {exc}") from None
+        return
+    raise MTDTestError(f"{what}: succeeded, expected {errno.errorcode[code]}")

@@ -1,0 +1,199 @@
+"""mtd_speedtest: time one pass over the device per access pattern (drivers/mtd/tests/speedtest.c).
+
+The sub-tests and their order are the kernel's: eraseblock write and read, page write and
+read, 2-page write and read (512-byte "pages" when writesize is 1), erase of blocks that
+hold data, multi-block erase of 2..64 blocks; then the seed's last row, erasing every
+block again when it is already erased (what the MEMERASE ioctl path measures). Unlike the
+kernel test, reads are compared with what was written, so a fast but wrong device fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pytest_folio.measurement import Measurement
+from pytest_folio.mtdtests.common import (
+    Geometry,
+    check_data,
+    mtdtest_erase_eraseblock,
+    mtdtest_erase_good_eraseblocks,
+    mtdtest_read,
+    mtdtest_write,
+    scan_for_bad_eraseblocks,
+)
+from pytest_folio.sizes import format_kib
+from pytest_folio.targets.protocols import MTDDevice
+
+SUITE = "mtd_speedtest"
+MULTIBLOCK_ERASE_BLOCKS = (2, 4, 8, 16, 32, 64)
+
+
+@dataclasses.dataclass
+class SpeedResult:
+    """One sub-test: its row name, one sample per pass, and what it moved."""
+
+    name: str
+    samples_ms: list[float]
+    nbytes: int                       # bytes covered by one pass
+    counters: dict[str, int] = dataclasses.field(default_factory=dict)  # summed over passes
+
+    @property
+    def ms(self) -> float:
+        """Median time per pass (robust against one slow pass)."""
+        return statistics.median(self.samples_ms)
+
+    @property
+    def kib_per_s(self) -> float:
+        """mtd_speedtest's figure: KiB moved per second, from the median pass."""
+        return 0.0 if self.ms <= 0 else self.nbytes / 1024 / (self.ms / 1000)
+
+    def to_measurement(self, params: dict[str, Any] | None = None,
+                       target: str = "") -> Measurement:
+        return Measurement(
+            suite=SUITE, name=self.name, unit="ms", samples=list(self.samples_ms),
+            params=dict(params or {}), target=target, counters=dict(self.counters),
+            extra={"bytes": self.nbytes, "kib_per_s": round(self.kib_per_s, 1)})
+
+
+def row_names(geo: Geometry) -> list[str]:
+    """The rows in report order, named like the seed's table."""
+    eb, pg = format_kib(geo.erasesize), format_kib(geo.pgsize)
+    two = format_kib(2 * geo.pgsize)
+    return [f"Eraseblock write ({eb})", f"Eraseblock read ({eb})",
+            f"Page write ({pg})", f"Page read ({pg})",
+            f"2-page write ({two})", f"2-page read ({two})",
+            "Erase, blocks hold data",
+            *(f"Multi-block erase ({n} blocks)" for n in MULTIBLOCK_ERASE_BLOCKS),
+            "Erase, already erased"]
+
+
+def _stats_snapshot(dev: MTDDevice) -> dict[str, int] | None:
+    stats = getattr(dev, "stats", None)
+    snapshot = getattr(stats, "snapshot", None)
+    if snapshot is None:
+        return None
+    return {k: int(v) for k, v in snapshot().items() if isinstance(v, int)}
+
+
+class _Recorder:
+    """Times named sections and sums the device's counter deltas per section."""
+
+    def __init__(self, dev: MTDDevice, clock: Callable[[], float]) -> None:
+        self.dev = dev
+        self.clock = clock
+        self.samples: dict[str, list[float]] = {}
+        self.counters: dict[str, dict[str, int]] = {}
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        before = _stats_snapshot(self.dev)
+        start = self.clock()
+        yield
+        elapsed_ms = (self.clock() - start) * 1000.0
+        self.samples.setdefault(name, []).append(elapsed_ms)
+        after = _stats_snapshot(self.dev)
+        if before is not None and after is not None:
+            total = self.counters.setdefault(name, {})
+            for key, value in after.items():
+                total[key] = total.get(key, 0) + value - before.get(key, 0)
+
+
+def run_speedtest(dev: MTDDevice, passes: int = 1, count: int = 0, seed: int = 1,
+                  verify: bool = True, clock: Callable[[], float] = time.perf_counter,
+                  log: Callable[[str], None] | None = None) -> list[SpeedResult]:
+    """Run the kernel's sequence ``passes`` times; return one result per row, in order.
+
+    ``count`` limits the test to the first eraseblocks, like the module's ``count``
+    parameter (0: all). ``log`` receives mtd_speedtest's lines ("... speed is N KiB/s").
+    """
+    if passes < 1:
+        raise ValueError(f"passes must be at least 1, not {passes}")
+    geo = Geometry.of(dev)
+    ebcnt = geo.ebcnt if count <= 0 else min(count, geo.ebcnt)
+    say = log or (lambda line: None)
+    say(geo.describe())
+    bbt = scan_for_bad_eraseblocks(dev, geo.ebcnt)[:ebcnt]
+    good = [i for i in range(ebcnt) if not bbt[i]]
+    iobuf = random.Random(seed).randbytes(geo.erasesize)
+    names = row_names(geo)
+    rec = _Recorder(dev, clock)
+    esz, pgsize = geo.erasesize, geo.pgsize
+
+    def by_chunks(chunk: int) -> list[tuple[int, int]]:
+        """(offset in eraseblock, length) of chunk-sized I/O; an odd last page alone."""
+        return [(off, min(chunk, esz - off)) for off in range(0, esz, chunk)]
+
+    def write_pass(chunks: list[tuple[int, int]]) -> None:
+        for i in good:
+            base = i * esz
+            for off, n in chunks:
+                mtdtest_write(dev, base + off, iobuf[off:off + n])
+
+    def read_pass(chunks: list[tuple[int, int]], what: str) -> None:
+        for i in good:
+            base = i * esz
+            for off, n in chunks:
+                data = mtdtest_read(dev, base + off, n)
+                if verify and data != iobuf[off:off + n]:
+                    check_data(f"{what}, EB {i}", base + off, data, iobuf[off:off + n])
+
+    def report(name: str, what: str) -> None:
+        ms = rec.samples[name][-1]
+        speed = 0 if ms <= 0 else int(len(good) * esz / 1024 / (ms / 1000))
+        say(f"{what} speed is {speed} KiB/s")
+
+    patterns = [(by_chunks(esz), "eraseblock"), (by_chunks(pgsize), "page"),
+                (by_chunks(2 * pgsize), "2 page")]
+    for _ in range(passes):
+        mtdtest_erase_good_eraseblocks(dev, bbt)
+        for k, (chunks, what) in enumerate(patterns):
+            if k:
+                mtdtest_erase_good_eraseblocks(dev, bbt)
+            say(f"testing {what} write speed")
+            with rec.timed(names[2 * k]):
+                write_pass(chunks)
+            report(names[2 * k], f"{what} write")
+            say(f"testing {what} read speed")
+            with rec.timed(names[2 * k + 1]):
+                read_pass(chunks, f"{what} read")
+            report(names[2 * k + 1], f"{what} read")
+        say("Testing erase speed")
+        with rec.timed(names[6]):
+            mtdtest_erase_good_eraseblocks(dev, bbt)
+        report(names[6], "erase")
+        for n, name in zip(MULTIBLOCK_ERASE_BLOCKS, names[7:13], strict=True):
+            say(f"Testing {n}x multi-block erase speed")
+            with rec.timed(name):
+                i = 0
+                while i < ebcnt:
+                    j = 0
+                    while j < n and i + j < ebcnt and not bbt[i + j]:
+                        j += 1
+                    if j < 1:
+                        i += 1
+                        continue
+                    mtdtest_erase_eraseblock(dev, i, j)
+                    i += j
+            report(name, f"{n}x multi-block erase")
+        say("Testing erase speed of already erased blocks")
+        with rec.timed(names[13]):
+            mtdtest_erase_good_eraseblocks(dev, bbt)
+        report(names[13], "already erased erase")
+    say("finished")
+    nbytes = len(good) * esz
+    return [SpeedResult(name, rec.samples[name], nbytes, rec.counters.get(name, {}))
+            for name in names]
+
+
+def format_results(results: list[SpeedResult]) -> list[str]:
+    """A small table for the terminal: row, median ms per pass, KiB/s."""
+    width = max(len(r.name) for r in results)
+    lines = [f"{'Test':<{width}}  {'ms/pass':>10}  {'KiB/s':>12}"]
+    lines += [f"{r.name:<{width}}  {r.ms:>10.2f}  {r.kib_per_s:>12.0f}" for r in results]
+    return lines

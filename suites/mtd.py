@@ -1,0 +1,235 @@
+"""mtd_test-style suites as base classes, in the pattern of fsspec's abstract tests.
+
+Subclass them in a ``test_*.py`` module and provide an ``mtd_device`` fixture that returns
+your :class:`~pytest_folio.targets.protocols.MTDDevice`::
+
+    import pytest
+    from pytest_folio.suites.mtd import MTDTests
+
+    class TestMyFlash(MTDTests):
+        stress_count = 500          # tune the class attributes below as you like
+
+        @pytest.fixture
+        def mtd_device(self):
+            dev = MyFlash(size=8 << 20, erasesize=64 << 10)
+            yield dev
+            dev.close()
+
+Without an own fixture, the plugin's ``mtd_device`` (the ``--folio-mtd`` target) is used.
+Suites that write skip on a real device unless ``--folio-allow-destructive`` is given, and
+skip on a device without MTD_WRITEABLE (the read-only check runs there instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import pytest
+
+from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.mtdtests import (
+    check_bounds,
+    check_readonly,
+    format_results,
+    is_real_device,
+    is_writeable,
+    nand_skip_reason,
+    run_pagetest,
+    run_readtest,
+    run_speedtest,
+    run_stresstest,
+    run_torturetest,
+)
+from pytest_folio.plugin import settings
+from pytest_folio.sizes import format_size
+from pytest_folio.targets.protocols import MTDDevice
+
+__all__ = [
+    "MTDNandSuite",
+    "MTDReadSuite",
+    "MTDSpeedSuite",
+    "MTDStressSuite",
+    "MTDTests",
+    "MTDTortureSuite",
+    "destructive_allowed",
+    "require_destructive",
+]
+
+
+def destructive_allowed(dev: MTDDevice, config: pytest.Config) -> bool:
+    """Writing is fine on the reference and on a user's device; a real one needs consent."""
+    return not is_real_device(dev) or settings(config).allow_destructive
+
+
+def require_destructive(dev: MTDDevice, config: pytest.Config) -> None:
+    """Skip, saying why, when a suite that writes may not write ``dev``."""
+    if not destructive_allowed(dev, config):
+        pytest.skip(f"{dev.name} is a real device and this suite erases and writes it; "
+                    f"pass --folio-allow-destructive to allow it")
+    if not is_writeable(dev):
+        pytest.skip(f"{dev.name} is read-only (MTD_WRITEABLE is not set)")
+
+
+def folio_param(dev: MTDDevice, request: pytest.FixtureRequest) -> dict[str, str]:
+    """``{"folio": "16K"}`` when the target has a folio order, else nothing."""
+    callspec = getattr(request.node, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    # the plugin parametrizes either folio_order or, indirectly, mtd_device by order
+    order = params.get("folio_order", params.get("mtd_device"))
+    if not isinstance(order, int):
+        order = getattr(dev, "folio_order", None)
+    return {} if order is None else {"folio": format_size(PAGE_SIZE << int(order))}
+
+
+class _MTDSuite:
+    """What the suites share: the log sink and the target's description."""
+
+    mtd_target: ClassVar[str | None] = None   # the measurement's target (default --folio-mtd)
+
+    def _target(self, config: pytest.Config) -> str:
+        return self.mtd_target if self.mtd_target is not None else settings(config).mtd
+
+    @staticmethod
+    def _log(suite: str) -> tuple[list[str], Callable[[str], None]]:
+        """Collect the kernel-style lines; they become a report section of the test."""
+        lines: list[str] = []
+
+        def say(line: str) -> None:
+            lines.append(f"{suite}: {line}")
+
+        return lines, say
+
+    @staticmethod
+    def _section(request: pytest.FixtureRequest, suite: str, lines: list[str]) -> None:
+        request.node.add_report_section("call", suite, "\n".join(lines))
+
+
+class MTDSpeedSuite(_MTDSuite):
+    """mtd_speedtest: each row is announced as a Measurement and printed as a table."""
+
+    speed_passes: ClassVar[int] = 1   # samples per row; raise for steadier figures
+    speed_count: ClassVar[int] = 0    # eraseblocks to use (0: all), as the module's count
+
+    def test_speed(self, mtd_device: MTDDevice, request: pytest.FixtureRequest,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+        config = request.config
+        require_destructive(mtd_device, config)
+        lines, say = self._log("mtd_speedtest")
+        try:
+            results = run_speedtest(mtd_device, passes=self.speed_passes,
+                                    count=self.speed_count, seed=settings(config).fsx_seed,
+                                    log=say)
+        finally:
+            self._section(request, "mtd_speedtest", lines)
+        params = folio_param(mtd_device, request)
+        target = self._target(config)
+        item = request.node
+        for result in results:
+            config.hook.pytest_folio_measurement(
+                item=item, measurement=result.to_measurement(params, target))
+        title = f"mtd_speedtest: {mtd_device.name}" + (
+            f" [{params['folio']}]" if params else "")
+        with capsys.disabled():
+            print("\n" + "\n".join([title, *format_results(results)]))
+
+
+class MTDReadSuite(_MTDSuite):
+    """mtd_readtest plus the interface checks; reading never changes the device."""
+
+    read_count: ClassVar[int] = 0     # eraseblocks to read (0: all)
+
+    def test_read(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
+        lines, say = self._log("mtd_readtest")
+        try:
+            result = run_readtest(mtd_device, count=self.read_count, log=say)
+        finally:
+            self._section(request, "mtd_readtest", lines)
+        assert result.pages > 0, "every eraseblock is marked bad"
+
+    def test_out_of_range_is_einval(self, mtd_device: MTDDevice,
+                                    request: pytest.FixtureRequest) -> None:
+        # The write/erase probes put back bytes already there, but on a real device even
+        # that needs consent; the read probes always run.
+        writes = is_writeable(mtd_device) and destructive_allowed(mtd_device, request.config)
+        check_bounds(mtd_device, write=writes)
+
+    def test_readonly_refuses_writes(self, mtd_device: MTDDevice,
+                                     request: pytest.FixtureRequest) -> None:
+        if is_writeable(mtd_device):
+            pytest.skip(f"{mtd_device.name} is writeable (MTD_WRITEABLE is set)")
+        check_readonly(mtd_device,
+                       erase=destructive_allowed(mtd_device, request.config))
+
+
+class MTDStressSuite(_MTDSuite):
+    """mtd_stresstest, every read checked against an in-memory copy of the device."""
+
+    stress_count: ClassVar[int] = 2000        # the kernel's default is 10000
+    stress_seed: ClassVar[int | None] = None  # None: the run's seed (--folio-fsx-seed)
+
+    def test_stress(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
+        require_destructive(mtd_device, request.config)
+        seed = self.stress_seed if self.stress_seed is not None else settings(
+            request.config).fsx_seed
+        lines, say = self._log("mtd_stresstest")
+        say(f"seed {seed}, count {self.stress_count}")
+        try:
+            result = run_stresstest(mtd_device, count=self.stress_count, seed=seed, log=say)
+        finally:
+            self._section(request, "mtd_stresstest", lines)
+        assert result.operations == self.stress_count
+
+
+class MTDTortureSuite(_MTDSuite):
+    """mtd_torturetest with the kernel's parameter names; a few cycles by default."""
+
+    torture_eb: ClassVar[int | None] = None      # None: 8, or lower on a small device
+    torture_ebcnt: ClassVar[int | None] = None   # None: 32, or the whole small device
+    torture_pgcnt: ClassVar[int] = 0             # pages per eraseblock (0: all)
+    torture_cycles: ClassVar[int] = 4            # cycles_count (the kernel: endless)
+    torture_check: ClassVar[bool] = True
+
+    def test_torture(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
+        require_destructive(mtd_device, request.config)
+        lines, say = self._log("mtd_torturetest")
+        try:
+            result = run_torturetest(mtd_device, eb=self.torture_eb, ebcnt=self.torture_ebcnt,
+                                     pgcnt=self.torture_pgcnt, check=self.torture_check,
+                                     cycles_count=self.torture_cycles, log=say)
+        finally:
+            self._section(request, "mtd_torturetest", lines)
+        assert result.erase_cycles == self.torture_cycles
+
+
+class MTDNandSuite(_MTDSuite):
+    """The NAND-only tests; on other devices they skip with the kernel's reason."""
+
+    @staticmethod
+    def _skip_unless_runnable(dev: MTDDevice, test: str) -> None:
+        reason = nand_skip_reason(dev, test)
+        if reason:
+            pytest.skip(f"{test}: {reason}")
+
+    def test_pagetest(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
+        self._skip_unless_runnable(mtd_device, "mtd_pagetest")
+        require_destructive(mtd_device, request.config)
+        lines, say = self._log("mtd_pagetest")
+        try:
+            pages = run_pagetest(mtd_device, seed=settings(request.config).fsx_seed, log=say)
+        finally:
+            self._section(request, "mtd_pagetest", lines)
+        assert pages > 0
+
+    def test_subpagetest(self, mtd_device: MTDDevice) -> None:
+        self._skip_unless_runnable(mtd_device, "mtd_subpagetest")
+
+    def test_oobtest(self, mtd_device: MTDDevice) -> None:
+        self._skip_unless_runnable(mtd_device, "mtd_oobtest")
+
+    def test_nandbiterrs(self, mtd_device: MTDDevice) -> None:
+        self._skip_unless_runnable(mtd_device, "mtd_nandbiterrs")
+
+
+class MTDTests(MTDReadSuite, MTDSpeedSuite, MTDStressSuite, MTDTortureSuite, MTDNandSuite):
+    """Every mtd_test-style suite; subclass it with your ``mtd_device`` fixture."""
