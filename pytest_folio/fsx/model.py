@@ -1,0 +1,111 @@
+"""The in-memory file fsx checks the target against, and the data fsx writes.
+
+:class:`FileModel` is fsx's ``good_buf`` and ``file_size``: each operation is applied to
+it with fsx's semantics, and every read of the target is compared with it. Bytes past the
+size are left stale, as in fsx, and zeroed when the file grows over them again.
+
+:class:`DataPattern` is fsx's ``gendata``: the byte at an even offset is the operation
+number mod 256, the byte at an odd offset adds a seeded random byte to it, so a bad byte
+usually tells which operation wrote it (fsx's "operation# (mod 256) for the bad data may
+be ...").
+"""
+
+from __future__ import annotations
+
+# Patterns for every operation number are cached when they fit in this many bytes (the
+# default 256 KiB file needs 64 MiB); a larger file computes each write's bytes instead.
+PATTERN_CACHE_BYTES = 64 << 20
+
+_ADD = tuple(bytes((i + c) & 0xFF for i in range(256)) for c in range(256))
+
+
+class DataPattern:
+    """gendata(): the bytes operation ``testcalls`` writes at any offset below ``length``."""
+
+    def __init__(self, original: bytes) -> None:
+        odd = bytearray(len(original))
+        odd[1::2] = original[1::2]
+        self._odd = bytes(odd)
+        self._cache: dict[int, bytes] | None = (
+            {} if len(original) * 256 <= PATTERN_CACHE_BYTES else None)
+
+    def __len__(self) -> int:
+        return len(self._odd)
+
+    def get(self, testcalls: int, offset: int, size: int) -> bytes:
+        c = testcalls & 0xFF
+        cache = self._cache
+        if cache is None:
+            return self._odd[offset:offset + size].translate(_ADD[c])
+        whole = cache.get(c)
+        if whole is None:
+            whole = cache[c] = self._odd.translate(_ADD[c])
+        return whole[offset:offset + size]
+
+
+class FileModel:
+    """fsx's good_buf and file_size, with each operation's effect on them."""
+
+    def __init__(self, maxfilelen: int) -> None:
+        self.buf = bytearray(maxfilelen)
+        self.size = 0
+
+    def _reserve(self, end: int) -> None:
+        if end > len(self.buf):
+            self.buf.extend(bytes(end - len(self.buf)))
+
+    def contents(self) -> bytes:
+        return bytes(self.buf[:self.size])
+
+    def update_file_size(self, offset: int, size: int) -> None:
+        """The file now ends at offset + size; a gap after the old EOF reads as zeroes."""
+        self._reserve(offset + size)
+        if offset > self.size:
+            self.buf[self.size:offset] = bytes(offset - self.size)
+        self.size = offset + size
+
+    def write(self, offset: int, data: memoryview | bytes) -> None:
+        end = offset + len(data)
+        self._reserve(end)
+        self.buf[offset:end] = data
+        if end > self.size:
+            self.update_file_size(offset, len(data))
+
+    def truncate(self, size: int) -> None:
+        self.update_file_size(size, 0)
+
+    def zero(self, offset: int, length: int) -> None:
+        self._reserve(offset + length)
+        self.buf[offset:offset + length] = bytes(length)
+
+    def punch_hole(self, offset: int, length: int) -> None:
+        """FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: zeroes, clipped at EOF."""
+        start = min(offset, self.size)
+        self.zero(start, min(length, self.size - start))
+
+    def fallocate(self, offset: int, length: int, keep_size: bool) -> None:
+        """Allocation reads as zeroes; only a non-KEEP_SIZE call past EOF changes anything."""
+        end = 0 if keep_size else offset + length
+        if end > self.size:
+            self.update_file_size(end, 0)
+
+    def zero_range(self, offset: int, length: int, keep_size: bool) -> None:
+        if not keep_size and offset + length > self.size:
+            self.update_file_size(offset, length)
+        self.zero(offset, length)
+
+    def collapse_range(self, offset: int, length: int) -> None:
+        end = offset + length
+        self.buf[offset:self.size - length] = self.buf[end:self.size]
+        self.size -= length
+
+    def insert_range(self, offset: int, length: int) -> None:
+        self._reserve(self.size + length)
+        self.buf[offset + length:self.size + length] = self.buf[offset:self.size]
+        self.buf[offset:offset + length] = bytes(length)
+        self.size += length
+
+    def copy_range(self, offset: int, length: int, dest: int) -> None:
+        if dest + length > self.size:
+            self.update_file_size(dest, length)
+        self.buf[dest:dest + length] = self.buf[offset:offset + length]
