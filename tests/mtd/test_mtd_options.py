@@ -114,3 +114,40 @@ def test_the_example_runs_through_its_ini(pytester: pytest.Pytester) -> None:
         shutil.copy(EXAMPLE / name, pytester.path / name)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
+
+
+def test_reference_knobs_reach_both_fixtures(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        from pytest_folio.model.constants import PAGE_SIZE
+
+        def test_block2mtd(block2mtd, folio_order):
+            assert (block2mtd.api, block2mtd.retry) == ("page", False)
+            assert block2mtd.bdev.logical_block_size == PAGE_SIZE << folio_order
+            assert (block2mtd.size, block2mtd.erasesize) == (2 << 20, 256 << 10)
+
+        def test_device(mtd_device):
+            assert (mtd_device.api, mtd_device.retry) == ("page", False)
+
+        def test_device_follows_the_order(mtd_device, folio_order):
+            assert mtd_device.bdev.logical_block_size == PAGE_SIZE << folio_order
+    """)
+    result = pytester.runpytest("--folio-mtd", "reference:api=page,retry=off",
+                                "--folio-mtd-size", "2M", "--folio-erasesize", "256K",
+                                "--folio-orders", "0,4", "-v")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*test_block2mtd?4K? PASSED*", "*test_block2mtd?64K? PASSED*",
+                                 "*test_device?4K? PASSED*", "*test_device?64K? PASSED*",
+                                 "*test_device_follows_the_order?4K? PASSED*"])
+
+
+def test_block2mtd_defaults_when_the_target_is_not_the_reference(
+        pytester: pytest.Pytester) -> None:
+    shutil.copy(EXAMPLE / "nor_flash.py", pytester.path / "nor_flash.py")
+    pytester.makepyfile("""
+        def test_block2mtd(block2mtd):
+            assert (block2mtd.api, block2mtd.retry) == ("folio", True)
+            assert block2mtd.name.startswith("block2mtd: ")
+    """)
+    pytester.syspathinsert()
+    result = pytester.runpytest("--folio-mtd", "nor_flash:factory", "--folio-orders", "2")
+    result.assert_outcomes(passed=1)
