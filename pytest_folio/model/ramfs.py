@@ -229,11 +229,11 @@ class Ramfs:
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
         parent, name, inode, trailing = self._walk(path)
         created = False
+        if flags & os.O_CREAT and trailing:       # open_last_lookups: O_CREAT wants a file
+            _fail(errno.EISDIR, path)
         if inode is None:
             if not flags & os.O_CREAT:
                 _fail(errno.ENOENT, path)
-            if trailing:
-                _fail(errno.EISDIR, path)
             assert parent.children is not None
             inode = self._new_inode(statmod.S_IFREG | (mode & 0o7777), parent)
             parent.children[name] = inode
@@ -450,10 +450,10 @@ class Ramfs:
         if offset < 0:
             _fail(errno.EINVAL, f"mmap(fd {fd}, offset {offset})")
         inode = f.inode
+        if not f.readable or (write and not f.writable):     # do_mmap's order
+            _fail(errno.EACCES, f"mmap(fd {fd})")
         if inode.i_mapping is None:
             _fail(errno.ENODEV, f"mmap(fd {fd})")
-        if not f.readable or (write and not f.writable):
-            _fail(errno.EACCES, f"mmap(fd {fd})")
         limit = -(-inode.i_size // PAGE_SIZE) * PAGE_SIZE
         if offset + length > limit:
             raise OSError(
@@ -548,9 +548,9 @@ class Ramfs:
     def rename(self, src: str, dst: str) -> None:
         what = f"rename({src!r}, {dst!r})"
         sparent, sname, sinode, strailing = self._walk(src)
+        dparent, dname, dinode, dtrailing = self._walk(dst)      # both parents first
         if sinode is None:
             _fail(errno.ENOENT, what)
-        dparent, dname, dinode, dtrailing = self._walk(dst)
         if sinode is self.root or sname in (".", "..") or dname in (".", "..") or not dname:
             _fail(errno.EBUSY if sinode is self.root or not dname else errno.EINVAL, what)
         if not sinode.is_dir and (strailing or dtrailing):
