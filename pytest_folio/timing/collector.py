@@ -61,6 +61,7 @@ class TimingCollector:
         self.machine: dict[str, Any] = {}
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
+        self.untested: list[str] = []
         if self.is_worker:
             return
         if settings.compare_fail is not None and settings.compare is None:
@@ -134,10 +135,15 @@ class TimingCollector:
         if self.base is not None:
             self.comparison = compare_runs(self.base, run)
             if s.compare_fail is not None:
+                limit = s.compare_fail
                 self.regressions = [
-                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse (limit "
-                    f"{s.compare_fail:g}%)"
-                    for r in self.comparison.rows if r.regressed(s.compare_fail)]
+                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse (limit {limit:g}%, "
+                    f"p={r.test.p_value:.3g})"
+                    for r in self.comparison.rows if r.regressed(limit)]
+                self.untested = [
+                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse, but one sample "
+                    "cannot be told from noise (not failing; time more passes)"
+                    for r in self.comparison.rows if r.untested_beyond(limit)]
                 if self.regressions and session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -157,3 +163,5 @@ class TimingCollector:
             tr.write(table.grid(self.comparison))
         for line in self.regressions:
             tr.write_line(f"folio: regression: {line}", red=True)
+        for line in self.untested:
+            tr.write_line(f"folio: untested: {line}", yellow=True)

@@ -29,10 +29,9 @@ def better_direction(unit: str, extra: dict[str, Any]) -> str:
 
 
 def param_label(params: dict[str, Any]) -> str:
-    """What the table's second column shows: the folio size, else the other parameters."""
-    if "folio" in params:
-        return str(params["folio"])
-    return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+    """What the table's second column shows: the folio size, then any other parameters."""
+    others = [f"{k}={v}" for k, v in sorted(params.items()) if k != "folio"]
+    return ",".join([str(params["folio"]), *others] if "folio" in params else others)
 
 
 def _label_order(label: str) -> tuple[int, int | str]:
@@ -88,12 +87,12 @@ class Row:
         return change if self.better == "lower" else -change
 
     def regressed(self, limit_pct: float) -> bool:
-        """Worse by more than ``limit_pct`` and not shown to be noise.
+        """Worse by more than ``limit_pct`` and significantly so (untested never counts)."""
+        return self.regression_pct > limit_pct and self.test.significant is True
 
-        A change that could not be tested (one sample a side) counts: with nothing to
-        tell noise from change, the guard errs on the side of failing.
-        """
-        return self.regression_pct > limit_pct and self.test.significant is not False
+    def untested_beyond(self, limit_pct: float) -> bool:
+        """Worse by more than ``limit_pct`` but with too few samples to tell from noise."""
+        return self.regression_pct > limit_pct and not self.test.tested
 
 
 @dataclasses.dataclass

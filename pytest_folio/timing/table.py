@@ -72,7 +72,8 @@ def grid(comparison: Comparison) -> str:
     marked = _marked(comparison)
     integral = _integral(comparison.rows)
     rows = comparison.rows
-    label_header = "Params" if rows and all("=" in r.label for r in rows) else HEADERS[1]
+    label_header = ("Params" if rows and all(r.label.partition(",")[0].count("=")
+                                             for r in rows) else HEADERS[1])
     headers = (HEADERS[0], label_header, *HEADERS[2:])
     blocks: list[list[tuple[str, ...]]] = []
     for group in comparison.groups:

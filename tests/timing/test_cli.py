@@ -1,0 +1,151 @@
+"""python -m pytest_folio compare / bandwidth: formats, row selection, counters, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pytest_folio.cli import COMMANDS, build_parser, main
+from pytest_folio.timing.storage import Record, TimingRun, save_run
+
+RunFactory = Callable[..., TimingRun]
+
+
+@pytest.fixture
+def runs(tmp_path: Path, make_run: RunFactory) -> tuple[Path, Path]:
+    base = make_run([("Eraseblock write (128 KiB)", f, [26.0 + k for k in range(5)])
+                     for f in ("16K", "4K")] +
+                    [("Page read (512 B)", "4K", [75.0, 75.5, 76.0, 76.5, 77.0])])
+    patched = make_run([("Eraseblock write (128 KiB)", f, [17.0 + k / 10 for k in range(5)])
+                        for f in ("16K", "4K")] +
+                       [("Page read (512 B)", "4K", [74.9, 75.6, 76.1, 76.4, 77.1])])
+    for run, per_pass in ((base, 4), (patched, 0)):
+        for r in run.records:
+            r.counters = {"compound_head": per_pass * 32 * len(r.samples)}
+    save_run(base, tmp_path / "base.json")
+    save_run(patched, tmp_path / "patched.json")
+    return tmp_path / "base.json", tmp_path / "patched.json"
+
+
+def compare(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_grid_orders_folios_and_marks_noise(runs: tuple[Path, Path],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = compare(capsys, *runs)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[3:8] == [
+        "| Eraseblock write (128 KiB)   |   4K  |  28.00 |   17.20 | -38.6%    |",
+        "|                              |  16K  |  28.00 |   17.20 | -38.6%    |",
+        "+------------------------------+-------+--------+---------+-----------+",
+        "| Page read (512 B)            |   4K  |  76.00 |   76.10 |  +0.1% ns |",
+        "+------------------------------+-------+--------+---------+-----------+",
+    ]
+
+
+def test_rows_and_counters(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = compare(capsys, *runs, "--row", "Page read (512 B)=Page read",
+                           "--counter", "compound_head")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[3].startswith("| Page read                    |   4K  |  76.00 |")
+    assert "compound_head per pass:" in lines
+    start = lines.index("compound_head per pass:")
+    assert lines[start + 4] == (
+        "| Page read                    |   4K  |    128 |       0 | -100.0% |")
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
+def test_other_formats(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+                       fmt: str) -> None:
+    code, out, _ = compare(capsys, *runs, "--format", fmt)
+    assert code == 0
+    if fmt == "json":
+        rows = json.loads(out)["rows"]
+        assert [(r["test"], r["folio"], r["significant"]) for r in rows] == [
+            ("Eraseblock write (128 KiB)", "4K", True),
+            ("Eraseblock write (128 KiB)", "16K", True),
+            ("Page read (512 B)", "4K", False)]
+    elif fmt == "csv":
+        assert out.splitlines()[1].startswith("mtd_speedtest,Eraseblock write (128 KiB),4K,ms,")
+    else:
+        assert "| Page read (512 B) | 4K | 76.00 | 76.10 | +0.1% ns |" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["compare", "{d}/base.json", "{d}/nope.json"], "{d}/nope.json: no such timing file"),
+    (["compare", "{d}/base.json", "{d}/bad.json"], "{d}/bad.json: truncated or corrupt"),
+    (["compare", "{d}/base.json"], "the following arguments are required: PATCHED.json"),
+    (["compare", "{d}/base.json", "{d}/patched.json", "--format", "html"],
+     "argument --format: invalid choice: 'html'"),
+    (["compare", "{d}/base.json", "{d}/patched.json", "--row", "Nope"],
+     "no item named 'Nope'"),
+    (["compare", "{d}/base.json", "{d}/patched.json", "--counter", "nope"],
+     "no counter 'nope' in either file"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["bandwidth", "{d}/base.json"], "no item with a block size and a bandwidth"),
+])
+def test_bad_input_is_one_line_and_exit_2(runs: tuple[Path, Path], args: list[str],
+                                          message: str) -> None:
+    d = runs[0].parent
+    (d / "bad.json").write_text('{"format": "pytest-folio-timing", "version": 1, "meas')
+    proc = subprocess.run([sys.executable, "-m", "pytest_folio",
+                           *(a.format(d=d) for a in args)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1
+    assert message.format(d=d) in proc.stderr
+
+
+def test_plot_writes_a_png(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+                           tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    code, out, _ = compare(capsys, *runs, "--plot", tmp_path / "t.png")
+    assert code == 0 and out.startswith("+---")
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(
+        runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, out, err = compare(capsys, *runs, "--plot", tmp_path / "t.png")
+    assert (code, out) == (2, "")
+    assert err == ("python -m pytest_folio compare: error: plotting needs matplotlib: "
+                   "pip install 'pytest-folio[plot]'\n")
+    assert not (tmp_path / "t.png").exists()
+
+
+def test_bandwidth_table_from_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # ms per 1 GB written at each block size -> GB/s; a GB/s item would be taken as is
+    run = TimingRun(records=[
+        Record(suite="ramfs", name="dd write", unit="ms", samples=[ms, ms, ms],
+               params={"bs": bs}, extra={"bytes": 10 ** 9})
+        for bs, ms in (("2M", 200.0), ("4K", 1000.0), ("64K", 400.0))])
+    save_run(run, tmp_path / "run.json")
+    assert main(["bandwidth", str(tmp_path / "run.json")]) == 0
+    assert capsys.readouterr().out.splitlines()[3:6] == [
+        "| 4k   |      1.0 |", "| 64k  |      2.5 |", "| 2M   |      5.0 |"]
+
+
+def test_a_subcommand_is_one_registration_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = type(sys)("folio_extra_command")
+
+    def register(subparsers: object) -> None:
+        p = subparsers.add_parser("hello", help="greets")  # type: ignore[attr-defined]
+        p.set_defaults(run=lambda args: 7)
+
+    module.register = register  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "folio_extra_command", module)
+    monkeypatch.setattr("pytest_folio.cli.COMMANDS", [*COMMANDS, "folio_extra_command:register"])
+    assert "hello" in build_parser().format_help()
+    assert main(["hello"]) == 7
