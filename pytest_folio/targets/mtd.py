@@ -13,6 +13,8 @@ import dataclasses
 import inspect
 from typing import Any
 
+from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
 from pytest_folio.targets.spec import TargetError, TargetSpec, parse_target_spec
@@ -66,9 +68,14 @@ class MTDTarget:
         if self.kind == "reference":
             from pytest_folio.model.block2mtd import make_reference_block2mtd
 
-            return make_reference_block2mtd(
-                size=size, erasesize=erasesize, folio_order=folio_order,
-                api=self.knobs["api"], retry=self.knobs["retry"] == "on")
+            try:
+                return make_reference_block2mtd(
+                    size=size, erasesize=erasesize, folio_order=folio_order,
+                    api=self.knobs["api"], retry=self.knobs["retry"] == "on")
+            except ValueError as exc:  # a geometry this folio size cannot have
+                raise TargetError(f"{OPTION} {self.label} at "
+                                  f"{format_size(PAGE_SIZE << folio_order)} folios: "
+                                  f"{exc}") from None
         if self.kind == "path":
             assert self.spec.path is not None
             return open_mtd_char(self.spec.path, allow_destructive=allow_destructive)

@@ -75,10 +75,6 @@ def test_the_users_factory_gets_the_geometry_and_runs_per_order(
         def factory(size, erasesize, folio_order):
             CALLS.append((size, erasesize, folio_order))
             return NorFlash(size, erasesize)
-        def sized(size):  # takes fewer keywords: gets only those
-            return NorFlash(size, 4096)
-        def broken(**kwargs):
-            return object()
     """)
     pytester.makepyfile(test_it="""
         import mydev
@@ -86,27 +82,13 @@ def test_the_users_factory_gets_the_geometry_and_runs_per_order(
             assert mtd_device.size == 1 << 20
             order = {"4K": 0, "16K": 2}[request.node.callspec.id]
             assert mydev.CALLS[-1] == (1 << 20, 64 << 10, order)
-    """, test_sized="""
-        def test_sized(mtd_device):
-            assert (mtd_device.size, mtd_device.erasesize) == (1 << 20, 4096)
     """)
     pytester.syspathinsert()
-    result = pytester.runpytest("test_it.py", "--folio-mtd", "mydev:factory",
+    result = pytester.runpytest("--folio-mtd", "mydev:factory",
                                 "--folio-orders", "0,2", "--folio-mtd-size", "1M",
                                 "--folio-erasesize", "64K", "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_device?4K? PASSED*", "*test_device?16K? PASSED*"])
-
-    result = pytester.runpytest("test_sized.py", "--folio-mtd", "mydev:sized",
-                                "--folio-orders", "0", "--folio-mtd-size", "1M")
-    result.assert_outcomes(passed=1)
-
-    result = pytester.runpytest("test_it.py", "--folio-mtd", "mydev:broken",
-                                "--folio-orders", "0")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*--folio-mtd: mydev:broken returned object, not an MTD device (missing: name, type,*"])
-    result.stdout.no_fnmatch_line("*Traceback*")
 
 
 def test_the_example_runs_through_its_ini(pytester: pytest.Pytester) -> None:
@@ -151,3 +133,15 @@ def test_block2mtd_defaults_when_the_target_is_not_the_reference(
     pytester.syspathinsert()
     result = pytester.runpytest("--folio-mtd", "nor_flash:factory", "--folio-orders", "2")
     result.assert_outcomes(passed=1)
+
+
+def test_a_size_the_folio_size_does_not_divide_fails_the_test_in_one_line(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(USES_DEVICE)
+    result = pytester.runpytest("--folio-mtd-size", "1M", "--folio-erasesize", "128K",
+                                "--folio-orders", "0,9")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "*--folio-mtd reference:api=folio,retry=on at 2M folios: block device size 1048576 "
+        "must be a positive multiple of its logical block size 2M"])
+    result.stdout.no_fnmatch_line("*Traceback*")

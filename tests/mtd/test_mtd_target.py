@@ -1,0 +1,67 @@
+"""The ``--folio-mtd`` resolver, below the pytest layer."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_folio.model.block2mtd import Block2MTD
+from pytest_folio.targets.mtd import call_factory, check_reference_knobs, resolve_mtd_target
+from pytest_folio.targets.spec import TargetError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own_mtd"
+
+
+def test_reference_knobs_get_defaults_and_a_label() -> None:
+    target = resolve_mtd_target("reference")
+    assert target.knobs == {"api": "folio", "retry": "on"}
+    assert target.label == "reference:api=folio,retry=on"
+    target = resolve_mtd_target("reference:retry=off,api=page")
+    assert target.label == "reference:api=page,retry=off"
+    assert check_reference_knobs({"api": "page"}) == {"api": "page", "retry": "on"}
+
+
+def test_reference_opens_block2mtd_at_the_order_with_the_knobs() -> None:
+    dev = resolve_mtd_target("reference:api=page,retry=off").open(
+        size=1 << 20, erasesize=64 << 10, folio_order=3)
+    assert isinstance(dev, Block2MTD)
+    assert (dev.api, dev.retry, dev.size, dev.erasesize) == ("page", False, 1 << 20, 64 << 10)
+    assert dev.mapping.mapping_min_folio_order() == 3
+    dev.close()
+
+
+@pytest.fixture
+def nor(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    import nor_flash
+    yield nor_flash
+    sys.modules.pop("nor_flash", None)
+
+
+def test_factory_spec_calls_the_users_function(nor: Any) -> None:
+    target = resolve_mtd_target("nor_flash:factory")
+    assert (target.kind, target.label) == ("factory", "nor_flash:factory")
+    dev = target.open(size=1 << 20, erasesize=64 << 10, folio_order=2)
+    assert isinstance(dev, nor.NorFlash) and dev.erasesize == 64 << 10
+
+
+def test_factory_gets_only_the_keywords_it_takes(nor: Any) -> None:
+    seen = []
+
+    def sized(size: int) -> Any:
+        seen.append(size)
+        return nor.NorFlash(size, 4096)
+
+    dev = call_factory(sized, "mod:sized", size=8192, erasesize=4096, folio_order=1)
+    assert seen == [8192] and dev.size == 8192
+
+
+def test_factory_returning_something_else_is_a_one_line_error() -> None:
+    with pytest.raises(TargetError) as info:
+        call_factory(lambda **kw: object(), "mod:broken", size=1)
+    assert str(info.value) == (
+        "--folio-mtd: mod:broken returned object, not an MTD device (missing: name, type, "
+        "flags, size, erasesize, writesize, oobsize, read, write, erase, sync, close)")
