@@ -283,7 +283,7 @@ class Ramfs:
         n = min(n, inode.i_size - offset)
         return mapping.filemap_read(offset, n) if n > 0 else b""
 
-    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
         f, inode, mapping = self._regular(fd, write=True)
         if offset < 0:
             _fail(errno.EINVAL, f"pwrite(fd {fd}, offset {offset})")
