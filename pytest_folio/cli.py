@@ -17,6 +17,7 @@ from typing import NoReturn
 COMMANDS = [
     "pytest_folio.timing.commands:register_compare",
     "pytest_folio.timing.commands:register_bandwidth",
+    "pytest_folio.vm.runner:register",
 ]
 
 USAGE_ERROR = 2

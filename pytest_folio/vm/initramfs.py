@@ -1,0 +1,167 @@
+"""The guest's first user space: a small cpio with busybox, the modules and an init script.
+
+The modules that reach the host's root (virtio, 9p) cannot come from that root, so they
+ride in the initramfs together with the device modules (brd, block2mtd) and a static
+busybox for insmod and mount. The init script mounts the host root read-only over 9p,
+puts tmpfs on /run (scratch space: TMPDIR, HOME), the writable results share and a kernel
+ramfs under it, then runs the host's Python once, chrooted into the host root, and powers
+off. Lines starting with :data:`MARK` tell the host what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import shutil
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from pytest_folio.vm import VMError
+
+MARK = "@@folio-vm"
+GUEST_RUN = "/run/folio"  # everything the guest writes lives under here
+GUEST_OUT = f"{GUEST_RUN}/out"  # the writable share: results travel back through it
+GUEST_RAMFS = f"{GUEST_RUN}/ramfs"
+GUEST_TMP = f"{GUEST_RUN}/tmp"
+ROOT_TAG = "folioroot"
+OUT_TAG = "folioout"
+NINEP_OPTS = "trans=virtio,version=9p2000.L,msize=512000"
+
+BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
+
+
+def find_busybox() -> Path:
+    """A statically linked busybox: the initramfs has no C library to load a dynamic one."""
+    for candidate in (*BUSYBOX_CANDIDATES, shutil.which("busybox")):
+        if candidate and Path(candidate).is_file() and _is_static(Path(candidate)):
+            return Path(candidate)
+    raise VMError("no static busybox found: install busybox-static "
+                  "(apt-get install busybox-static)")
+
+
+def _is_static(path: Path) -> bool:
+    """No PT_INTERP program header means no dynamic loader is needed."""
+    data = path.read_bytes()[:0x4000]
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return False
+    phoff = int.from_bytes(data[0x20:0x28], "little")
+    phentsize = int.from_bytes(data[0x36:0x38], "little")
+    phnum = int.from_bytes(data[0x38:0x3A], "little")
+    for i in range(phnum):
+        start = phoff + i * phentsize
+        if int.from_bytes(data[start:start + 4], "little") == 3:  # PT_INTERP
+            return False
+    return True
+
+
+# --- cpio "newc" (the format the kernel unpacks; see init/initramfs.c) -----------------
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    name: str
+    mode: int
+    data: bytes = b""
+    rdev: tuple[int, int] = (0, 0)
+
+
+def cpio_newc(entries: Iterable[Entry]) -> bytes:
+    """An uncompressed newc archive with a trailer; every entry owned by root."""
+    out = bytearray()
+
+    def pad() -> None:
+        out.extend(b"\0" * (-len(out) % 4))
+
+    entries = [*entries, Entry("TRAILER!!!", 0)]
+    for ino, entry in enumerate(entries, start=1):
+        name = entry.name.encode() + b"\0"
+        fields = (ino, entry.mode, 0, 0, 1, 0, len(entry.data), 0, 0,
+                  entry.rdev[0], entry.rdev[1], len(name), 0)
+        out.extend(b"070701" + b"".join(b"%08X" % f for f in fields))
+        out.extend(name)
+        pad()
+        out.extend(entry.data)
+        pad()
+    return bytes(out)
+
+
+def directory(name: str) -> Entry:
+    return Entry(name, stat.S_IFDIR | 0o755)
+
+
+# --- the init script --------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class GuestJob:
+    """What the guest does once it is up."""
+
+    modules: list[str]              # names to insmod, in order (files in /lib/modules)
+    module_params: dict[str, str]   # name -> parameters for insmod
+    mtd_size: int                   # RAM disk size in bytes
+    erasesize: int
+    cwd: str
+    argv: list[str]                 # the one process to run, chrooted into the host root
+    env: dict[str, str]
+
+
+def init_script(job: GuestJob) -> str:
+    """The /init the kernel runs (busybox sh). Failures print one MARK error line."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/sh",
+        "export PATH=/bin",
+        f"fail() {{ echo \"{MARK} error $*\"; sync; poweroff -f; }}",
+        "mount -t proc proc /proc; mount -t sysfs sysfs /sys",
+        "mount -t devtmpfs devtmpfs /dev",
+        f"echo \"{MARK} init\"",
+    ]
+    for name in job.modules:
+        params = job.module_params.get(name, "")
+        lines.append(f"insmod /lib/modules/{name}.ko {params} "
+                     f"|| fail \"insmod {name} failed: $(dmesg | tail -n 1)\"")
+    lines += [
+        f"mount -t 9p -o {NINEP_OPTS},ro,cache=loose {ROOT_TAG} /newroot "
+        "|| fail \"cannot mount the host root over 9p (needs CONFIG_NET_9P_VIRTIO, "
+        "CONFIG_9P_FS and CONFIG_VIRTIO_PCI)\"",
+        "mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail 'cannot mount tmpfs on /run'",
+        "mkdir -p " + " ".join(f"/newroot{d}" for d in (GUEST_OUT, GUEST_RAMFS, GUEST_TMP,
+                                                         f"{GUEST_RUN}/home")),
+        f"mount -t 9p -o {NINEP_OPTS} {OUT_TAG} /newroot{GUEST_OUT} "
+        "|| fail 'cannot mount the results share'",
+        f"mount -t ramfs ramfs /newroot{GUEST_RAMFS} || fail 'cannot mount ramfs'",
+        "mount -t proc proc /newroot/proc; mount -t sysfs sysfs /newroot/sys",
+        "mount -t devtmpfs devtmpfs /newroot/dev",
+        "mkdir -p /newroot/dev/shm /newroot/dev/pts",
+        "mount -t tmpfs tmpfs /newroot/dev/shm; mount -t devpts devpts /newroot/dev/pts",
+        "[ -c /dev/mtd0 ] || fail \"block2mtd made no /dev/mtd0 on /dev/ram0"
+        " (CONFIG_MTD_BLOCK2MTD, CONFIG_BLK_DEV_RAM): $(dmesg | grep -i -e mtd -e ram0"
+        " | tail -n 1)\"",
+        f"echo \"{MARK} kernel $(dmesg | grep -m 1 'Linux version')\"",
+        f"echo \"{MARK} mtd $(dmesg | grep -m 1 'erase_size =')\"",
+        f"echo \"{MARK} start\"",
+        "chroot /newroot /usr/bin/env -i "
+        + " ".join(q(f"{k}={v}") for k, v in job.env.items())
+        + f" /bin/sh -c {q('cd ' + q(job.cwd) + ' && exec ' + shlex.join(job.argv))}"
+        + " </dev/null",
+        "status=$?",
+        f"dmesg > /newroot{GUEST_OUT}/dmesg.txt",
+        f"echo \"{MARK} exit $status\"",
+        "sync",
+        "poweroff -f",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_initramfs(busybox: Path, modules: list[tuple[str, bytes]], job: GuestJob) -> bytes:
+    """The whole cpio: busybox (and its applet links), the modules, /init, /dev/console."""
+    entries = [directory(d) for d in ("bin", "dev", "proc", "sys", "newroot", "lib",
+                                      "lib/modules")]
+    entries.append(Entry("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1)))
+    entries.append(Entry("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()))
+    for applet in ("sh", "mount", "mkdir", "insmod", "dmesg", "grep", "tail", "chroot",
+                   "poweroff", "sync", "cat", "echo"):
+        entries.append(Entry(f"bin/{applet}", stat.S_IFLNK | 0o777, b"busybox"))
+    for name, data in modules:
+        entries.append(Entry(f"lib/modules/{name}.ko", stat.S_IFREG | 0o644, data))
+    entries.append(Entry("init", stat.S_IFREG | 0o755, init_script(job).encode()))
+    return cpio_newc(entries)

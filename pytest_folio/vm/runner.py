@@ -1,0 +1,402 @@
+"""``python -m pytest_folio vm [options] -- PYTEST-ARGS``: pytest against a real kernel.
+
+Prepares a kernel (the distribution's, cached, or ``--kernel``), builds the initramfs,
+boots it under qemu (KVM when it works, else TCG) and runs pytest inside with
+``--folio-mtd /dev/mtd0 --folio-fs <ramfs> --folio-allow-destructive`` plus the user's
+arguments. pytest's output streams through, its exit status is returned, and a
+``--folio-save`` file written in the guest is copied to where the user asked for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_folio.cli import CommandError
+from pytest_folio.options import check_mtd_geometry
+from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.vm import EXIT_VM_ERROR, VMError
+from pytest_folio.vm.initramfs import (
+    GUEST_OUT,
+    GUEST_RAMFS,
+    GUEST_RUN,
+    GUEST_TMP,
+    MARK,
+    GuestJob,
+    build_initramfs,
+    find_busybox,
+)
+from pytest_folio.vm.kernel import (
+    REQUIRED_MODULES,
+    Kernel,
+    KernelCache,
+    ModuleTree,
+    bootable_image,
+    cache_root,
+    fetch_distro_kernel,
+    user_kernel,
+)
+from pytest_folio.vm.qemu import (
+    BASE_CMDLINE,
+    Machine,
+    find_qemu,
+    kvm_usable,
+    qemu_command,
+    run_guest,
+)
+
+KVM_BOOT_TIMEOUT = 15.0  # TCG reaches init in about 2 s here; a KVM guest that has not is hung
+GUEST_SAVE = f"{GUEST_OUT}/timings.json"
+MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the RAM disk
+
+# Host variables the guest's pytest should see; everything else is set fresh.
+PASSED_ENV = ("PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "LANG", "LC_ALL",
+              "PYTEST_ADDOPTS", "PY_COLORS", "NO_COLOR", "COLUMNS")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+    return parse
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``vm`` subcommand (the cli's one-line registration calls this)."""
+    parser = subparsers.add_parser(
+        "vm", help="run pytest inside a Linux kernel booted under qemu",
+        description="Boot a Linux kernel under qemu with the host's root shared read-only, "
+                    "a RAM disk under block2mtd as /dev/mtd0 and a kernel ramfs, and run "
+                    "pytest inside against them. Arguments after -- go to pytest.")
+    parser.add_argument("--kernel", type=Path, metavar="IMAGE",
+                        help="boot this bzImage or vmlinux (default: the distribution's "
+                             "current kernel package, fetched and cached)")
+    parser.add_argument("--modules", type=Path, metavar="DIR",
+                        help="the module tree of --kernel (lib/modules/RELEASE, or an "
+                             "INSTALL_MOD_PATH); without it the kernel must have virtio, "
+                             "9p, brd and block2mtd built in")
+    parser.add_argument("--mtd-size", type=_size, default=16 << 20, metavar="SIZE",
+                        help="RAM disk under block2mtd (default: 16M)")
+    parser.add_argument("--erasesize", type=_size, default=128 << 10, metavar="SIZE",
+                        help="block2mtd eraseblock size (default: 128K)")
+    parser.add_argument("--mem", type=_positive(int), default=1024, metavar="MIB",
+                        help="guest memory in MiB (default: 1024)")
+    parser.add_argument("--cpus", type=_positive(int), default=min(os.cpu_count() or 1, 4),
+                        help="guest CPUs (default: the host's, at most 4)")
+    parser.add_argument("--timeout", type=_positive(float), default=900.0, metavar="S",
+                        help="kill the guest after S seconds (default: 900)")
+    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto",
+                        help="auto: KVM when /dev/kvm works, falling back to TCG when a KVM "
+                             "guest fails or hangs before init (default: auto)")
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help="kernel cache (default: $PYTEST_FOLIO_CACHE or "
+                             "~/.cache/pytest-folio)")
+    parser.add_argument("--console", action="store_true",
+                        help="show the guest's whole boot console")
+    parser.add_argument("--dmesg", type=Path, metavar="FILE",
+                        help="save the guest kernel's log here after the run")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
+    parser.set_defaults(run=run)
+
+
+@dataclasses.dataclass(frozen=True)
+class VMOptions:
+    """The subcommand's options, checked."""
+
+    kernel: Path | None
+    modules: Path | None
+    mtd_size: int
+    erasesize: int
+    mem_mib: int
+    cpus: int
+    timeout: float
+    accel: str
+    cache_dir: Path
+    console: bool
+    dmesg: Path | None
+    pytest_args: list[str]
+
+
+def check_options(args: argparse.Namespace) -> VMOptions:
+    """Turn parsed arguments into :class:`VMOptions`; a mistake raises CommandError."""
+    if args.modules is not None and args.kernel is None:
+        raise CommandError("--modules needs --kernel (the distribution kernel brings its own)")
+    try:
+        check_mtd_geometry(args.mtd_size, args.erasesize)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if (args.mem << 20) < args.mtd_size + MIN_GUEST_MEM:
+        raise CommandError(
+            f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} RAM disk "
+            f"(needs at least {(args.mtd_size + MIN_GUEST_MEM) >> 20} MiB)")
+    pytest_args = list(args.pytest_args)
+    if pytest_args[:1] == ["--"]:
+        pytest_args = pytest_args[1:]
+    return VMOptions(
+        kernel=args.kernel, modules=args.modules, mtd_size=args.mtd_size,
+        erasesize=args.erasesize, mem_mib=args.mem, cpus=args.cpus, timeout=args.timeout,
+        accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
+        dmesg=args.dmesg, pytest_args=pytest_args)
+
+
+def split_save(pytest_args: list[str]) -> tuple[list[str], Path | None]:
+    """Point ``--folio-save`` at the results share; return the user's path for the copy.
+
+    The guest's root is read-only, so the file is written to the share and copied to the
+    user's path (relative to the current directory, as pytest would take it) afterwards.
+    """
+    out: list[str] = []
+    save: Path | None = None
+    args = iter(pytest_args)
+    for arg in args:
+        if arg == "--":  # pytest's own end of options: leave the rest alone
+            out.append(arg)
+            out.extend(args)
+            break
+        if arg == "--folio-save":
+            value = next(args, None)
+            if value is None:
+                raise CommandError("--folio-save needs a path")
+            save = Path(value)
+            out.append(f"--folio-save={GUEST_SAVE}")
+        elif arg.startswith("--folio-save="):
+            save = Path(arg.split("=", 1)[1])
+            out.append(f"--folio-save={GUEST_SAVE}")
+        else:
+            out.append(arg)
+    return out, save
+
+
+def guest_pytest_argv(python: str, pytest_args: list[str]) -> list[str]:
+    """pytest's command line in the guest: the kernel targets first, so the user's
+    own ``--folio-mtd``/``--folio-fs`` (later on the line) still win."""
+    # --opt=value: pytest takes a bare argument naming an existing path into its rootdir
+    # guess, and /dev/mtd0 would make the rootdir "/".
+    return [python, "-m", "pytest", "-p", "no:cacheprovider",
+            "--folio-mtd=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}",
+            "--folio-allow-destructive", *pytest_args]
+
+
+def guest_env(environ: dict[str, str], colors: bool) -> dict[str, str]:
+    env = {k: environ[k] for k in PASSED_ENV if k in environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(HOME=f"{GUEST_RUN}/home", TMPDIR=GUEST_TMP, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONUNBUFFERED="1", PYTEST_FOLIO_VM="1",
+               HYPOTHESIS_STORAGE_DIRECTORY=f"{GUEST_TMP}/hypothesis")
+    if colors and "NO_COLOR" not in env:
+        env.setdefault("PY_COLORS", "1")
+    return env
+
+
+def module_params(opts: VMOptions) -> dict[str, str]:
+    """brd makes one RAM disk of mtd_size (rd_size is in KiB); block2mtd sits on it."""
+    return {"brd": f"rd_nr=1 rd_size={opts.mtd_size >> 10} max_part=0",
+            "block2mtd": f"block2mtd=/dev/ram0,{opts.erasesize}"}
+
+
+def kernel_cmdline(params: dict[str, str]) -> str:
+    """The boot line; built-in brd/block2mtd take their parameters from it as mod.param."""
+    builtin = " ".join(f"{mod}.{p}" for mod, ps in params.items() for p in ps.split())
+    return f"{BASE_CMDLINE} {builtin}"
+
+
+class Console:
+    """Reads the guest's console: MARK lines drive progress, pytest's lines pass through."""
+
+    def __init__(self, out: TextIO, err: TextIO, show_boot: bool) -> None:
+        self.out, self.err, self.show_boot = out, err, show_boot
+        self.tail: collections.deque[str] = collections.deque(maxlen=20)
+        self.marks: dict[str, str] = {}
+        self.mark_times: dict[str, float] = {}
+        self.started = time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        if line.startswith(MARK + " "):
+            key, _, value = line[len(MARK) + 1:].partition(" ")
+            self.marks[key] = value
+            self.mark_times[key] = time.monotonic() - self.started
+            if key in ("kernel", "mtd"):
+                self.err.write(f"folio-vm: {value.strip()}\n")
+            self.err.flush()
+        elif "start" in self.marks and "exit" not in self.marks:
+            self.out.write(line + "\n")
+            self.out.flush()
+        else:
+            self.tail.append(line)
+            if self.show_boot:
+                self.err.write(line + "\n")
+                self.err.flush()
+
+    def ready(self) -> bool:
+        return "init" in self.marks
+
+    def done(self) -> bool:
+        return "exit" in self.marks or "error" in self.marks
+
+    def last_line(self) -> str:
+        lines = [ln.strip() for ln in self.tail if ln.strip()]
+        return lines[-1] if lines else "(no console output)"
+
+
+class VMRun:
+    """One run of the subcommand: prepare, boot (with the KVM fallback), collect."""
+
+    def __init__(self, opts: VMOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+                 environ: dict[str, str] | None = None) -> None:
+        self.opts, self.out, self.err = opts, out, err
+        self.environ = dict(os.environ) if environ is None else environ
+        self.cache = KernelCache(opts.cache_dir)
+        self.clock = time.monotonic()
+
+    def progress(self, message: str) -> None:
+        self.err.write(f"folio-vm: {message}\n")
+        self.err.flush()
+
+    def kernel(self) -> Kernel:
+        if self.opts.kernel is not None:
+            return user_kernel(self.opts.kernel, self.opts.modules)
+        return fetch_distro_kernel(self.cache, self.progress)
+
+    def accelerators(self) -> list[str]:
+        if self.opts.accel != "auto":
+            return [self.opts.accel]
+        if not kvm_usable():
+            return ["tcg"]
+        if self.kvm_marker().exists():
+            self.progress(f"using TCG: KVM failed on this host before "
+                          f"(delete {self.kvm_marker()} to try it again)")
+            return ["tcg"]
+        return ["kvm", "tcg"]
+
+    def kvm_marker(self) -> Path:
+        return self.cache.root / f"kvm-failed-{os.uname().release}"
+
+    def execute(self) -> int:
+        qemu = find_qemu()
+        busybox = find_busybox()
+        kernel = self.kernel()
+        image = bootable_image(kernel, self.cache, self.progress)
+        modules = []
+        if kernel.modules is not None:
+            modules = ModuleTree(kernel.modules, kernel.release).load_order(
+                REQUIRED_MODULES, REQUIRED_MODULES)
+        params = module_params(self.opts)
+        pytest_args, save = split_save(self.opts.pytest_args)
+        job = GuestJob(
+            modules=[name for name, _ in modules], module_params=params,
+            mtd_size=self.opts.mtd_size, erasesize=self.opts.erasesize, cwd=os.getcwd(),
+            argv=guest_pytest_argv(sys.executable, pytest_args),
+            env=guest_env(self.environ, self.out.isatty()))
+        with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
+            work = Path(tmp)
+            (work / "out").mkdir()
+            initrd = work / "initramfs.cpio"
+            initrd.write_bytes(build_initramfs(busybox, modules, job))
+            machine = Machine(image=image, initrd=initrd, cmdline=kernel_cmdline(params),
+                              out=work / "out", mem_mib=self.opts.mem_mib,
+                              cpus=self.opts.cpus)
+            self.progress(f"prepared kernel {kernel.release} ({image.name}, {len(modules)} "
+                          f"modules) in {time.monotonic() - self.clock:.1f} s")
+            status = self.boot(qemu, machine)
+            self.collect(work / "out", save)
+        return status
+
+    def boot(self, qemu: str, machine: Machine) -> int:
+        accels = self.accelerators()
+        for accel in accels:
+            console = Console(self.out, self.err, self.opts.console)
+            fallback = accel != accels[-1]
+            self.progress(f"booting under {accel.upper()} ({machine.cpus} CPUs, "
+                          f"{machine.mem_mib} MiB)")
+            result = run_guest(
+                qemu_command(qemu, dataclasses.replace(machine, accel=accel)), console,
+                timeout=self.opts.timeout, ready=console.ready,
+                boot_timeout=KVM_BOOT_TIMEOUT if fallback else None, done=console.done)
+            if fallback and not console.ready():
+                why = ("hung" if result.ended == "boot-timeout" else
+                       f"failed ({_last(result.stderr) or console.last_line()})")
+                self.progress(f"KVM guest {why} before init; falling back to TCG")
+                self.kvm_marker().parent.mkdir(parents=True, exist_ok=True)
+                self.kvm_marker().write_text(f"{why}\n")
+                continue
+            return self.outcome(console, result.ended, result.stderr)
+        raise AssertionError("unreachable: the last accelerator returns")
+
+    def outcome(self, console: Console, ended: str, stderr: str) -> int:
+        if "error" in console.marks:
+            raise VMError(f"guest: {console.marks['error'].strip()}")
+        if "exit" not in console.marks:
+            if ended == "timeout":
+                raise VMError(f"the guest did not finish within {self.opts.timeout:g} s "
+                              f"(qemu killed; last console line: {console.last_line()})")
+            reason = _last(stderr) or console.last_line()
+            raise VMError(f"qemu exited before the tests finished: {reason}")
+        times = console.mark_times
+        self.progress(f"guest ready {times.get('start', 0):.1f} s after qemu started; "
+                      f"pytest ran {times['exit'] - times.get('start', 0):.1f} s")
+        try:
+            return int(console.marks["exit"])
+        except ValueError:
+            raise VMError(f"guest reported a bad exit status: {console.marks['exit']!r}") \
+                from None
+
+    def collect(self, out: Path, save: Path | None) -> None:
+        """Copy the timing JSON and the kernel log back; note kernel warnings."""
+        if save is not None:
+            written = out / Path(GUEST_SAVE).name
+            if written.is_file():
+                save.parent.mkdir(parents=True, exist_ok=True)
+                tmp = save.with_name(f".{save.name}.{os.getpid()}.tmp")
+                shutil.copyfile(written, tmp)
+                tmp.replace(save)  # atomically: a saved run is never half-written
+                self.progress(f"timings saved to {save}")
+            else:
+                self.progress(f"pytest wrote no timings, so {save} was not written")
+        dmesg = out / "dmesg.txt"
+        if dmesg.is_file():
+            text = dmesg.read_text(errors="replace")
+            problems = [ln for ln in text.splitlines()
+                        if any(w in ln for w in ("WARNING:", "BUG:", "Oops", "Call Trace"))]
+            if problems:
+                self.progress(f"guest kernel log has {len(problems)} warning line(s); "
+                              f"first: {problems[0].strip()}")
+            if self.opts.dmesg is not None:
+                shutil.copyfile(dmesg, self.opts.dmesg)
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def run(args: argparse.Namespace) -> int:
+    """The subcommand: pytest's exit status, or 125 with one line when the VM cannot run."""
+    opts = check_options(args)
+    try:
+        return VMRun(opts).execute()
+    except VMError as exc:
+        print(f"python -m pytest_folio vm: error: {exc}", file=sys.stderr)
+        return EXIT_VM_ERROR
+    except KeyboardInterrupt:
+        print("python -m pytest_folio vm: interrupted (qemu killed)", file=sys.stderr)
+        return 130

@@ -1,0 +1,131 @@
+"""The initramfs: cpio layout, the init script's order, quoting and error path."""
+
+from __future__ import annotations
+
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from vm_helpers import elf64, read_cpio
+
+from pytest_folio.vm import VMError, initramfs
+from pytest_folio.vm.initramfs import (
+    MARK,
+    Entry,
+    GuestJob,
+    build_initramfs,
+    cpio_newc,
+    find_busybox,
+    init_script,
+)
+
+
+def job(**changes: object) -> GuestJob:
+    base = dict(modules=["virtio", "9p", "brd", "mtd", "block2mtd"],
+                module_params={"brd": "rd_nr=1 rd_size=16384 max_part=0",
+                               "block2mtd": "block2mtd=/dev/ram0,131072"},
+                mtd_size=16 << 20, erasesize=128 << 10, cwd="/work/my project",
+                argv=["/usr/bin/python3", "-m", "pytest", "-k", "a and not b", "it's"],
+                env={"PATH": "/usr/bin:/bin", "HOME": "/run/folio/home"})
+    base.update(changes)
+    return GuestJob(**base)  # type: ignore[arg-type]
+
+
+def test_cpio_round_trip() -> None:
+    data = cpio_newc([Entry("bin", stat.S_IFDIR | 0o755),
+                      Entry("bin/x", stat.S_IFREG | 0o755, b"abcde"),
+                      Entry("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1))])
+    assert len(data) % 4 == 0
+    entries = read_cpio(data)
+    assert entries["bin/x"] == (stat.S_IFREG | 0o755, b"abcde", (0, 0))
+    assert entries["dev/console"][2] == (5, 1)
+    assert stat.S_ISDIR(entries["bin"][0])
+
+
+def test_initramfs_holds_busybox_modules_and_init(tmp_path: Path) -> None:
+    busybox = tmp_path / "busybox"
+    busybox.write_bytes(b"\x7fELF-static-busybox")
+    modules = [("virtio", b"\x7fELF-virtio"), ("block2mtd", b"\x7fELF-b2m")]
+    entries = read_cpio(build_initramfs(busybox, modules, job()))
+    assert entries["bin/busybox"][1] == busybox.read_bytes()
+    assert entries["bin/sh"][1] == b"busybox" and stat.S_ISLNK(entries["bin/sh"][0])
+    assert entries["lib/modules/block2mtd.ko"][1] == b"\x7fELF-b2m"
+    assert entries["dev/console"][2] == (5, 1)  # init's stdout before devtmpfs is up
+    assert entries["init"][0] & 0o111
+    assert entries["init"][1].decode() == init_script(job())
+    assert {"newroot", "proc", "sys", "dev"} <= set(entries)
+
+
+def test_init_loads_modules_in_order_with_parameters() -> None:
+    script = init_script(job())
+    insmods = [ln.split()[1] for ln in script.splitlines() if ln.startswith("insmod")]
+    assert insmods == [f"/lib/modules/{m}.ko" for m in job().modules]
+    assert "insmod /lib/modules/block2mtd.ko block2mtd=/dev/ram0,131072 ||" in script
+    assert "insmod /lib/modules/brd.ko rd_nr=1 rd_size=16384 max_part=0 ||" in script
+    # the host root read-only, scratch space and the ramfs under /run, results share
+    assert ",ro,cache=loose folioroot /newroot" in script
+    assert "mount -t ramfs ramfs /newroot/run/folio/ramfs" in script
+    assert "folioout /newroot/run/folio/out" in script
+    assert script.index("[ -c /dev/mtd0 ]") < script.index(f"{MARK} start")
+
+
+def test_init_script_is_valid_shell() -> None:
+    subprocess.run(["sh", "-n"], input=init_script(job()), text=True, check=True)
+
+
+def test_guest_command_survives_quoting(tmp_path: Path) -> None:
+    """Run the script's chroot line with chroot replaced: argv and env arrive intact."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("import json, os, sys\n"
+                     "print(json.dumps([os.getcwd(), sys.argv[1:], os.environ.get('ODD')]))\n")
+    cwd = tmp_path / "dir with 'quotes' and $x"
+    cwd.mkdir()
+    argv = ["python3", str(probe), "a b", "it's", "$HOME", '"q"', "--x=*"]
+    script = init_script(job(cwd=str(cwd), argv=argv,
+                             env={"PATH": "/usr/bin:/bin", "ODD": "x y'z"}))
+    line = next(ln for ln in script.splitlines() if ln.startswith("chroot "))
+    fake = "chroot() { shift; \"$@\"; }\n" + line + "\n"
+    out = subprocess.run(["sh", "-c", fake], capture_output=True, text=True, check=True)
+    import json
+    assert json.loads(out.stdout) == [str(cwd), argv[2:], "x y'z"]
+
+
+def test_init_failure_path_reports_one_marked_line(tmp_path: Path) -> None:
+    """An insmod that fails prints the MARK error line and powers off (faked commands)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"insmod": "exit 1", "dmesg": "echo 'brd: unknown parameter'",
+                       "poweroff": "echo POWEROFF; exit 0", "mount": "exit 0",
+                       "sync": "exit 0"}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    script = init_script(job()).replace("export PATH=/bin", f"export PATH={bin_dir}:/usr/bin:/bin")
+    # the real poweroff never returns; the fake one does, so stop at the first one
+    script = script.replace("poweroff -f; }", "poweroff -f; exit 0; }")
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"{MARK} init"
+    assert lines[1] == f"{MARK} error insmod virtio failed: brd: unknown parameter"
+    assert lines[2:] == ["POWEROFF"]
+
+
+def test_find_busybox_wants_a_static_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    dynamic = bytearray(elf64({".text": b"\x90"}, notes=[(b"x", 1, b"")]))
+    dynamic[64:68] = (3).to_bytes(4, "little")  # the segment becomes PT_INTERP
+    (tmp_path / "dynamic").write_bytes(bytes(dynamic))
+    (tmp_path / "static").write_bytes(elf64({".text": b"\x90"}))
+    monkeypatch.setattr(initramfs, "BUSYBOX_CANDIDATES", (str(tmp_path / "dynamic"),))
+    with pytest.raises(VMError, match=r"^no static busybox found: install busybox-static"):
+        find_busybox()
+    monkeypatch.setattr(initramfs, "BUSYBOX_CANDIDATES",
+                        (str(tmp_path / "dynamic"), str(tmp_path / "static")))
+    assert find_busybox() == tmp_path / "static"
+
+
+def test_quoted_env_values() -> None:
+    script = init_script(job(env={"PYTHONPATH": "/a b", "HOME": "/h"}))
+    assert shlex.quote("PYTHONPATH=/a b") in script

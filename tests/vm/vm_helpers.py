@@ -1,0 +1,103 @@
+"""Small builders for the VM tests: ELF files (modules, vmlinux), kernel trees, cpio reading."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from pytest_folio.vm.kernel import XEN_ELFNOTE_PHYS32_ENTRY
+
+
+def elf64(sections: dict[str, bytes] | None = None,
+          notes: list[tuple[bytes, int, bytes]] | None = None) -> bytes:
+    """A minimal little-endian ELF64: named sections and one PT_NOTE segment."""
+    sections = sections or {}
+    note_blob = b""
+    for name, ntype, desc in notes or []:
+        name0 = name + b"\0"
+        note_blob += struct.pack("<III", len(name0), len(desc), ntype)
+        note_blob += name0 + b"\0" * (-len(name0) % 4) + desc + b"\0" * (-len(desc) % 4)
+    names = ["", *sections, ".shstrtab"]
+    shstrtab = b"\0".join(n.encode() for n in names) + b"\0"
+    name_offsets, pos = [], 0
+    for n in names:
+        name_offsets.append(pos)
+        pos += len(n) + 1
+    phnum = 1 if notes else 0
+    body = bytearray(64 + 56 * phnum)
+    note_off = len(body)
+    body += note_blob
+    offsets = []
+    for data in [*sections.values(), shstrtab]:
+        offsets.append(len(body))
+        body += data
+    body += b"\0" * (-len(body) % 8)
+    shoff = len(body)
+    body += b"\0" * 64  # the null section
+    for i, data in enumerate([*sections.values(), shstrtab], start=1):
+        body += struct.pack("<IIQQQQIIQQ", name_offsets[i], 1, 0, 0, offsets[i - 1],
+                            len(data), 0, 0, 1, 0)
+    header = struct.pack("<4sBBBBB7sHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1, 0, 0, b"\0" * 7,
+                         1, 62, 1, 0, 64 if phnum else 0, shoff, 0, 64, 56, phnum, 64,
+                         len(names), len(names) - 1)
+    body[:64] = header
+    if phnum:
+        body[64:120] = struct.pack("<IIQQQQQQ", 4, 4, note_off, 0, 0, len(note_blob),
+                                   len(note_blob), 4)
+    return bytes(body)
+
+
+def pvh_vmlinux() -> bytes:
+    return elf64({".text": b"\x90" * 64},
+                 notes=[(b"Xen", XEN_ELFNOTE_PHYS32_ENTRY, b"\0" * 4)])
+
+
+def module(depends: str = "", vermagic: str = "6.1.0-test SMP mod_unload ") -> bytes:
+    info = f"license=GPL\0depends={depends}\0vermagic={vermagic}\0".encode()
+    return elf64({".text": b"\xc3", ".modinfo": info})
+
+
+def bzimage(payload: bytes, release: str = "6.1.0-test") -> bytes:
+    """A setup header (HdrS, kernel_version pointer) followed by a compressed payload."""
+    image = bytearray(0x1000)
+    image[0x202:0x206] = b"HdrS"
+    version = f"{release} (builder@host) #1 SMP".encode() + b"\0"
+    image[0x300:0x300 + len(version)] = version
+    struct.pack_into("<H", image, 0x20E, 0x300 - 0x200)
+    return bytes(image) + payload + struct.pack("<I", 12345)
+
+
+def kernel_tree(root: Path, release: str = "6.1.0-test",
+                modules: dict[str, bytes] | None = None, builtin: list[str] = ()) -> Path:
+    """An unpacked kernel package: boot/vmlinuz-RELEASE and lib/modules/RELEASE."""
+    (root / "boot").mkdir(parents=True)
+    (root / "boot" / f"vmlinuz-{release}").write_bytes(bzimage(b"", release))
+    mods = root / "lib" / "modules" / release
+    for rel, data in (modules or {}).items():
+        (mods / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mods / rel).write_bytes(data)
+    mods.mkdir(parents=True, exist_ok=True)
+    (mods / "modules.builtin").write_text("".join(f"kernel/{b}.ko\n" for b in builtin))
+    return root
+
+
+def read_cpio(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
+    """Parse a newc archive: name -> (mode, data, (rdevmajor, rdevminor))."""
+    entries = {}
+    pos = 0
+    while True:
+        assert data[pos:pos + 6] == b"070701", f"bad magic at {pos}"
+        fields = [int(data[pos + 6 + 8 * i:pos + 14 + 8 * i], 16) for i in range(13)]
+        mode, filesize, rmaj, rmin, namesize = (fields[1], fields[6], fields[9],
+                                                fields[10], fields[11])
+        pos += 110
+        name = data[pos:pos + namesize - 1].decode()
+        pos += namesize
+        pos += -pos % 4
+        body = data[pos:pos + filesize]
+        pos += filesize
+        pos += -pos % 4
+        if name == "TRAILER!!!":
+            assert pos == len(data)
+            return entries
+        entries[name] = (mode, body, (rmaj, rmin))
