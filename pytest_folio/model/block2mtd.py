@@ -110,6 +110,11 @@ class Block2MTD:
             self._read, self._write, self._erase = (
                 self._read_folios, self._write_folios, self._erase_folios)
 
+    @property
+    def folio_order(self) -> int:
+        """The order of the folios caching the device (its block size's)."""
+        return self.mapping.mapping_min_folio_order()
+
     def __repr__(self) -> str:
         return (f"<Block2MTD {self.name!r} size={self.size} erasesize={self.erasesize} "
                 f"api={self.api} retry={'on' if self.retry else 'off'}>")

@@ -198,6 +198,8 @@ class MTDChar:
     without the user's consent: the kernel refuses MEMERASE and write on such a file.
     """
 
+    is_real_device = True  # suites ask before they write or erase it
+
     def __init__(self, fd: int, geometry: MTDGeometry, path: str, *,
                  allow_destructive: bool, ioctl: IoctlFn = fcntl.ioctl) -> None:
         self.fd = fd

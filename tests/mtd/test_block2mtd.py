@@ -315,5 +315,5 @@ def test_stats_snapshot_has_the_erase_counters(make: Make) -> None:
 def test_the_reference_caches_folios_of_its_order(make: Make, order: int) -> None:
     dev = make("folio", order)
     dev.read(0, SIZE)
-    assert {f.order for f in dev.mapping.folios()} == {order}
+    assert {f.order for f in dev.mapping.folios()} == {order} == {dev.folio_order}
     assert dev.bdev.logical_block_size == PAGE_SIZE << order

@@ -301,3 +301,4 @@ def test_the_geometry_is_exposed_as_the_protocol_wants(
     assert (dev.name, dev.type, dev.size, dev.erasesize, dev.writesize, dev.oobsize) == (
         "nor0", MTD_NORFLASH, SIZE, ERASESIZE, 1, 0)
     assert dev.type != MTD_RAM
+    assert dev.is_real_device  # the suites' cue to ask for --folio-allow-destructive
