@@ -65,3 +65,18 @@ def test_factory_returning_something_else_is_a_one_line_error() -> None:
     assert str(info.value) == (
         "--folio-mtd: mod:broken returned object, not an MTD device (missing: name, type, "
         "flags, size, erasesize, writesize, oobsize, read, write, erase, sync, close)")
+
+
+def test_an_entry_point_name_resolves_to_its_factory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nor: Any) -> None:
+    dist = tmp_path / "nor_example-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nor-example\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pytest_folio.targets]\nnor = nor_flash:factory\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target = resolve_mtd_target("nor")
+    assert (target.kind, target.label) == ("factory", "nor")
+    dev = target.open(size=1 << 20, erasesize=64 << 10, folio_order=0)
+    assert isinstance(dev, nor.NorFlash)
+    with pytest.raises(TargetError, match=r"unknown target 'nur'.*\(nor\)$"):
+        resolve_mtd_target("nur")
