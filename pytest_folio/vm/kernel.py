@@ -69,8 +69,9 @@ def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess
     try:
         return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     except FileNotFoundError:
-        raise VMError(f"{cmd[0]} not found: fetching the distribution kernel needs apt "
-                      "and dpkg-deb (or give your own with --kernel)") from None
+        raise VMError(f"no kernel package reachable: {cmd[0]} not found (fetching the "
+                      "distribution kernel needs apt and dpkg-deb; or give your own with "
+                      "--kernel)") from None
 
 
 def _last_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -261,9 +261,10 @@ class Console:
 class VMRun:
     """One run of the subcommand: prepare, boot (with the KVM fallback), collect."""
 
-    def __init__(self, opts: VMOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+    def __init__(self, opts: VMOptions, out: TextIO | None = None, err: TextIO | None = None,
                  environ: dict[str, str] | None = None) -> None:
-        self.opts, self.out, self.err = opts, out, err
+        self.opts = opts
+        self.out, self.err = out or sys.stdout, err or sys.stderr
         self.environ = dict(os.environ) if environ is None else environ
         self.cache = KernelCache(opts.cache_dir)
         self.clock = time.monotonic()

@@ -1,0 +1,253 @@
+"""The ``vm`` subcommand end to end, with a stand-in qemu that plays the guest's part."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_vm_qemu import alive
+from vm_helpers import bzimage, kernel_tree, module
+
+from pytest_folio.cli import main
+from pytest_folio.vm import EXIT_VM_ERROR, runner
+from pytest_folio.vm.initramfs import GUEST_RAMFS
+from pytest_folio.vm.runner import guest_env, guest_pytest_argv, kernel_cmdline, split_save
+
+FAKE_QEMU = r'''
+import os, re, subprocess, sys, time
+args = sys.argv[1:]
+accel = args[args.index("-accel") + 1]
+out = [a for a in args if a.startswith("local,id=out,")][0].split("path=")[1].split(",")[0]
+init = open(args[args.index("-initrd") + 1], "rb").read()
+chroot = re.search(rb"\nchroot [^\n]*", init).group(0).decode().strip()
+open(os.path.join(os.environ["FAKE_DIR"], "qemu.pid"), "a").write(f"{os.getpid()}\n")
+mode = os.environ["FAKE_QEMU"]
+def say(line):
+    sys.stdout.write(line + "\r\n"); sys.stdout.flush()
+if accel == "kvm" and mode == "kvm-fails":
+    sys.stderr.write("qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\n")
+    sys.exit(1)
+if accel == "kvm" and mode == "kvm-hangs":
+    time.sleep(60)
+if mode == "crash":
+    say("SeaBIOS (version 1.16)")
+    sys.stderr.write("qemu-system-x86_64: could not load kernel\n")
+    sys.exit(1)
+say("@@folio-vm init")
+if mode == "guest-error":
+    say("@@folio-vm error cannot mount the host root over 9p (needs CONFIG_9P_FS)")
+    sys.exit(0)
+if mode == "hang":
+    subprocess.Popen(["sleep", "60"])
+    time.sleep(60)
+say("@@folio-vm kernel [    0.000000] Linux version 6.1.0-fake (gcc) #1 SMP")
+say("@@folio-vm mtd [    1.8] block2mtd: mtd0: [/dev/ram0] erase_size = 128KiB [131072]")
+say("@@folio-vm start")
+say("ARGV " + chroot)
+say("=== 1 failed, 2 passed in 0.10s ===")
+open(os.path.join(out, "timings.json"), "w").write('{"format": "fake"}')
+open(os.path.join(out, "dmesg.txt"), "w").write("[ 2.0] WARNING: CPU: 0 PID: 1 at mm/filemap.c:1\n")
+say("@@folio-vm exit 1")
+say("[    3.0] reboot: Power down")
+'''
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A qemu-system-x86_64 on PATH that acts the guest; a bzImage; a busybox stand-in."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-x86_64"
+    qemu.write_text(f"#!{sys.executable}\n{FAKE_QEMU}")
+    qemu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_QEMU", "ok")
+    (tmp_path / "bzImage").write_bytes(bzimage(b"", "6.1.0-test"))
+    (tmp_path / "busybox").write_bytes(b"\x7fELF busybox")
+    monkeypatch.setattr(runner, "find_busybox", lambda: tmp_path / "busybox")
+    monkeypatch.setattr(runner, "kvm_usable", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def vm(fake: Path, *args: str) -> int:
+    return main(["vm", "--kernel", str(fake / "bzImage"), "--cache-dir", str(fake / "cache"),
+                 "--timeout", "20", *args])
+
+
+def qemu_pids(fake: Path) -> list[int]:
+    return [int(p) for p in (fake / "qemu.pid").read_text().split()]
+
+
+def test_run_streams_output_and_returns_pytest_status(fake: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    status = vm(fake, "--", "-k", "not slow", "--folio-save", "runs/base.json")
+    out, err = capsys.readouterr()
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[-1] == "=== 1 failed, 2 passed in 0.10s ==="
+    outer = shlex.split(lines[0].removeprefix("ARGV "))
+    inner = shlex.split(outer[outer.index("-c") + 1])
+    assert inner[:3] == ["cd", str(fake), "&&"]
+    assert inner[inner.index("exec") + 1:] == [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--folio-mtd=/dev/mtd0",
+        f"--folio-fs={GUEST_RAMFS}", "--folio-allow-destructive",
+        "-k", "not slow", "--folio-save=/run/folio/out/timings.json"]
+    assert "reboot" not in out  # the console after the exit mark is not pytest's
+    assert "folio-vm: [    0.000000] Linux version 6.1.0-fake" in err
+    assert "block2mtd: mtd0: [/dev/ram0] erase_size = 128KiB [131072]" in err
+    assert "booting under TCG" in err
+    assert "guest kernel log has 1 warning line(s)" in err
+    assert json.loads((fake / "runs" / "base.json").read_text()) == {"format": "fake"}
+    assert not any(alive(pid) for pid in qemu_pids(fake))
+
+
+def test_dmesg_is_saved_on_request(fake: Path) -> None:
+    vm(fake, "--dmesg", str(fake / "guest.log"), "--")
+    assert "WARNING: CPU: 0" in (fake / "guest.log").read_text()
+
+
+def test_kvm_failing_early_falls_back_to_tcg(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runner, "kvm_usable", lambda: True)
+    monkeypatch.setenv("FAKE_QEMU", "kvm-fails")
+    assert vm(fake) == 1
+    err = capsys.readouterr().err
+    assert "KVM guest failed (qemu-system-x86_64: error: failed to set MSR" in err
+    assert "falling back to TCG" in err
+    assert len(qemu_pids(fake)) == 2
+    # the next run remembers and goes straight to TCG
+    assert vm(fake) == 1
+    assert "using TCG: KVM failed on this host before" in capsys.readouterr().err
+    assert len(qemu_pids(fake)) == 3
+
+
+def test_kvm_hanging_falls_back_to_tcg(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runner, "kvm_usable", lambda: True)
+    monkeypatch.setattr(runner, "KVM_BOOT_TIMEOUT", 0.5)
+    monkeypatch.setenv("FAKE_QEMU", "kvm-hangs")
+    assert vm(fake) == 1
+    assert "KVM guest hung before init; falling back to TCG" in capsys.readouterr().err
+    assert not any(alive(pid) for pid in qemu_pids(fake))
+
+
+def test_forced_kvm_does_not_fall_back(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FAKE_QEMU", "kvm-fails")
+    assert vm(fake, "--accel", "kvm") == EXIT_VM_ERROR
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == ("python -m pytest_folio vm: error: qemu exited before "
+                                    "the tests finished: qemu-system-x86_64: error: failed "
+                                    "to set MSR 0x10a to 0x69")
+
+
+@pytest.mark.parametrize(("mode", "message"), [
+    ("hang", r"the guest did not finish within 2 s \(qemu killed; last console line: "),
+    ("guest-error", r"guest: cannot mount the host root over 9p \(needs CONFIG_9P_FS\)$"),
+    ("crash", r"qemu exited before the tests finished: qemu-system-x86_64: could not "
+              r"load kernel$"),
+])
+def test_guest_failures_are_one_line(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str], mode: str,
+                                     message: str) -> None:
+    import re
+    monkeypatch.setenv("FAKE_QEMU", mode)
+    assert vm(fake, "--timeout", "2") == EXIT_VM_ERROR
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert re.search("^python -m pytest_folio vm: error: " + message, last), last
+    time.sleep(0.1)
+    assert not any(alive(pid) for pid in qemu_pids(fake))
+
+
+def test_no_qemu(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PATH", str(fake / "empty"))
+    assert vm(fake) == EXIT_VM_ERROR
+    assert capsys.readouterr().err == ("python -m pytest_folio vm: error: qemu-system-x86_64 "
+                                       "not found: install qemu (apt-get install "
+                                       "qemu-system-x86)\n")
+
+
+def test_no_kernel_package_reachable(fake: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PATH", str(fake / "bin"))  # qemu, but no apt-cache
+    status = main(["vm", "--cache-dir", str(fake / "cache"), "--"])
+    assert status == EXIT_VM_ERROR
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("python -m pytest_folio vm: error: no kernel package "
+                              "reachable: apt-cache not found")
+    assert len(err) == 1
+
+
+def test_kernel_without_block2mtd(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kernel_tree(fake / "staging", "6.1.0-test", {"kernel/brd.ko": module()})
+    assert vm(fake, "--modules", str(fake / "staging")) == EXIT_VM_ERROR
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("python -m pytest_folio vm: error: kernel 6.1.0-test has no "
+                              "virtio_pci (CONFIG_VIRTIO_PCI)")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--modules", "x"], "--modules needs --kernel"),
+    (["--mtd-size", "1M", "--erasesize", "384K"], "erasesize 384K does not divide"),
+    (["--mtd-size", "lots"], "argument --mtd-size: not a size: 'lots'"),
+    (["--mem", "0"], "argument --mem: must be positive: '0'"),
+    (["--mem", "256"], "--mem 256 is too small for a 16M RAM disk (needs at least 400 MiB)"),
+    (["--timeout", "soon"], "argument --timeout: not a number: 'soon'"),
+    (["--accel", "hvf"], "argument --accel: invalid choice: 'hvf'"),
+])
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                   message: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        status = main(["vm", *args, "--", "-x"])
+        raise SystemExit(status)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_split_save_forms() -> None:
+    guest = "--folio-save=/run/folio/out/timings.json"
+    assert split_save(["-x", "--folio-save", "a.json"]) == (["-x", guest], Path("a.json"))
+    assert split_save(["--folio-save=/abs/b.json", "t.py"]) == ([guest, "t.py"],
+                                                                Path("/abs/b.json"))
+    assert split_save(["-k", "x"]) == (["-k", "x"], None)
+    # after pytest's own "--" everything is a path or argument, never our option
+    assert split_save(["--", "--folio-save", "f"]) == (["--", "--folio-save", "f"], None)
+
+
+def test_guest_argv_puts_the_kernel_targets_before_user_arguments() -> None:
+    argv = guest_pytest_argv("/usr/bin/python3", ["--folio-mtd", "reference", "t.py"])
+    assert argv[:3] == ["/usr/bin/python3", "-m", "pytest"]
+    assert argv.index("--folio-mtd=/dev/mtd0") < argv.index("--folio-mtd")
+    assert "/dev/mtd0" not in argv  # a bare path would drag pytest's rootdir to /
+
+
+def test_guest_env_is_fresh_but_keeps_the_interpreter_setup() -> None:
+    env = guest_env({"PATH": "/venv/bin:/usr/bin", "PYTHONPATH": "/src", "SECRET": "x",
+                     "HOME": "/root"}, colors=True)
+    assert env["PATH"] == "/venv/bin:/usr/bin" and env["PYTHONPATH"] == "/src"
+    assert "SECRET" not in env
+    assert env["HOME"].startswith("/run/folio") and env["TMPDIR"].startswith("/run/folio")
+    assert env["PY_COLORS"] == "1" and env["PYTEST_FOLIO_VM"] == "1"
+    assert "PY_COLORS" not in guest_env({"NO_COLOR": "1"}, colors=True)
+
+
+def test_kernel_cmdline_carries_builtin_parameters() -> None:
+    line = kernel_cmdline({"brd": "rd_nr=1 rd_size=4096", "block2mtd": "block2mtd=/dev/ram0,65536"})
+    assert "console=ttyS0" in line and "panic=-1" in line
+    assert line.endswith("brd.rd_nr=1 brd.rd_size=4096 block2mtd.block2mtd=/dev/ram0,65536")
+
+
+def test_help_mentions_pytest_args(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["vm", "--help"])
+    assert "-- PYTEST-ARGS" in capsys.readouterr().out
