@@ -34,7 +34,7 @@ from pytest_folio.model.filemap import FGP_CREAT, FGP_LOCK, AddressSpace, zero_r
 from pytest_folio.model.folio import Folio, folio_put
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
-from pytest_folio.options import check_ramfs_block_size
+from pytest_folio.options import check_ramfs_block_size, parse_block_size
 from pytest_folio.sizes import ilog2
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
@@ -118,15 +118,17 @@ class OpenFile:
 class Ramfs:
     """A mounted ramfs: the FileSystem protocol over the reference page cache.
 
-    ``memory`` is the size of the model's physical memory (one buddy-allocated buffer
-    shared by every file); ``ramfs.memory`` and ``ramfs.stats`` are the model objects,
-    and ``lookup(path).i_mapping`` a file's page cache, for tests to inspect.
+    ``blocksize`` takes bytes or a size such as ``"16k"``; ``memory`` is the size of the
+    model's physical memory (one buddy-allocated buffer shared by every file);
+    ``ramfs.memory`` and ``ramfs.stats`` are the model objects, and
+    ``lookup(path).i_mapping`` a file's page cache, for tests to inspect.
     """
 
-    def __init__(self, blocksize: int = PAGE_SIZE, features: str = "default",
+    def __init__(self, blocksize: int | str = PAGE_SIZE, features: str = "default",
                  memory: int = DEFAULT_MEMORY, *, stats: Stats | None = None) -> None:
         try:
-            check_ramfs_block_size(blocksize)
+            blocksize = (check_ramfs_block_size(blocksize) if isinstance(blocksize, int)
+                         else parse_block_size(blocksize))
         except (ValueError, TypeError) as exc:
             raise OSError(errno.EINVAL, f"ramfs: blocksize={blocksize!r}: {exc}") from None
         if features not in ("default", "full"):

@@ -41,33 +41,41 @@ def _umount(path: str) -> None:
 
 
 @contextmanager
-def mount_kernel_ramfs(blocksize: int | None = None) -> Iterator[DirectoryFS]:
-    """Mount ramfs (with ``blocksize`` when given) in a fresh temporary directory and yield
-    it as a DirectoryFS rooted at the mount; unmount and remove the directory afterwards,
-    also when the test failed. Raises KernelRamfsUnavailable with the reason otherwise."""
+def temporary_mount(fstype: str, options: str = "") -> Iterator[str]:
+    """Mount a ``fstype`` (ramfs, tmpfs...) on a fresh temporary directory, yield its path,
+    unmount and remove it afterwards. Raises KernelRamfsUnavailable with the reason."""
     if os.geteuid() != 0:
-        raise KernelRamfsUnavailable("mounting a kernel ramfs needs root")
-    options = f"blocksize={blocksize}" if blocksize and blocksize != PAGE_SIZE else ""
-    mountpoint = tempfile.mkdtemp(prefix="pytest-folio-ramfs-")
+        raise KernelRamfsUnavailable(f"mounting a kernel {fstype} needs root")
+    mountpoint = tempfile.mkdtemp(prefix=f"pytest-folio-{fstype}-")
     try:
-        if _libc.mount(b"pytest-folio", mountpoint.encode(), b"ramfs", 0,
+        if _libc.mount(b"pytest-folio", mountpoint.encode(), fstype.encode(), 0,
                        options.encode() or None) != 0:
             err = ctypes.get_errno()
             raise KernelRamfsUnavailable(
-                f"mount -t ramfs{' -o ' + options if options else ''} failed: "
+                f"mount -t {fstype}{' -o ' + options if options else ''} failed: "
                 f"{os.strerror(err)}")
         try:
-            fs = DirectoryFS(mountpoint)
-            try:
-                if blocksize and fs.blocksize != blocksize:
-                    raise KernelRamfsUnavailable(
-                        f"this kernel's ramfs has no blocksize mount option (asked for "
-                        f"{format_size(blocksize)}, files report st_blksize "
-                        f"{format_size(fs.blocksize)})")
-                yield fs
-            finally:
-                fs.umount()
+            yield mountpoint
         finally:
             _umount(mountpoint)
     finally:
         os.rmdir(mountpoint)
+
+
+@contextmanager
+def mount_kernel_ramfs(blocksize: int | None = None) -> Iterator[DirectoryFS]:
+    """Mount ramfs (with ``blocksize`` when given) in a fresh temporary directory and yield
+    it as a DirectoryFS rooted at the mount; unmount and remove the directory afterwards,
+    also when the test failed. Raises KernelRamfsUnavailable with the reason otherwise."""
+    options = f"blocksize={blocksize}" if blocksize and blocksize != PAGE_SIZE else ""
+    with temporary_mount("ramfs", options) as mountpoint:
+        fs = DirectoryFS(mountpoint)
+        try:
+            if blocksize and fs.blocksize != blocksize:
+                raise KernelRamfsUnavailable(
+                    f"this kernel's ramfs has no blocksize mount option (asked for "
+                    f"{format_size(blocksize)}, files report st_blksize "
+                    f"{format_size(fs.blocksize)})")
+            yield fs
+        finally:
+            fs.umount()

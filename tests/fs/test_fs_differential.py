@@ -26,7 +26,11 @@ import pytest
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import DirectoryFS, directory_filesystem
-from pytest_folio.targets.kernel_ramfs import KernelRamfsUnavailable, mount_kernel_ramfs
+from pytest_folio.targets.kernel_ramfs import (
+    KernelRamfsUnavailable,
+    mount_kernel_ramfs,
+    temporary_mount,
+)
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -218,20 +222,16 @@ def _short(outcome: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def tmpfs_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def tmpfs_dir() -> Iterator[Path]:
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK) and os.statvfs(shm).f_blocks:
         yield shm
         return
-    if os.geteuid() != 0:
-        pytest.skip("no writable /dev/shm and not root to mount a tmpfs")
-    where = tmp_path_factory.mktemp("tmpfs")
-    if os.system(f"mount -t tmpfs pytest-folio {where}") != 0:
-        pytest.skip("mount -t tmpfs failed")
     try:
-        yield where
-    finally:
-        os.system(f"umount {where}")
+        with temporary_mount("tmpfs") as where:
+            yield Path(where)
+    except KernelRamfsUnavailable as exc:
+        pytest.skip(f"no writable /dev/shm and {exc}")
 
 
 def _real(kind: str, tmpfs: Path | None, tmp_path: Path) -> Iterator[DirectoryFS]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.fs import resolve_fs_target
 from pytest_folio.targets.spec import TargetError
 
@@ -16,6 +17,10 @@ def test_reference_knobs() -> None:
     assert target.kind == "reference" and target.per_block_size
     assert target.ramfs_options == {"features": "full", "memory": 64 << 20}
     assert resolve_fs_target("reference").ramfs_options == {}
+    with target.mount(16384) as fs:
+        assert isinstance(fs, Ramfs)
+        assert (fs.blocksize, fs.memory.size) == (16384, 64 << 20)
+        assert "collapse_range" in fs.features
 
 
 @pytest.mark.parametrize(("spec", "message"), [

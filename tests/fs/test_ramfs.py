@@ -48,6 +48,13 @@ def test_bad_block_sizes_are_einval(bad: int) -> None:
     assert "power of two from 4K to 2M" in str(info.value)
 
 
+def test_block_size_as_text() -> None:
+    assert Ramfs(blocksize="64k").blocksize == 65536
+    with pytest.raises(OSError) as info:
+        Ramfs(blocksize="3k")
+    assert info.value.errno == errno.EINVAL and "from 4K to 2M" in str(info.value)
+
+
 def test_bad_mount_options() -> None:
     assert errno_of(lambda: Ramfs(features="most")) == errno.EINVAL
     assert errno_of(lambda: Ramfs(memory=1000)) == errno.EINVAL
