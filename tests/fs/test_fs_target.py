@@ -11,6 +11,9 @@ from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.fs import resolve_fs_target
 from pytest_folio.targets.spec import TargetError
 
+# hypothesis's plugin re-imports hypothesis in every in-process run (~2 s); not needed here
+QUICK = ("-p", "no:hypothesispytest")
+
 
 def test_reference_knobs() -> None:
     target = resolve_fs_target("reference:features=full,memory=64M")
@@ -57,7 +60,7 @@ def test_directory_target_resolves(tmp_path: Path) -> None:
 
 def test_bad_spec_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest("--folio-fs", "reference:features=most")
+    result = pytester.runpytest(*QUICK, "--folio-fs", "reference:features=most")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --folio-fs: reference knob features: *"])
     assert "Traceback" not in result.stderr.str()
@@ -80,7 +83,7 @@ def test_filesystem_fixture_on_a_directory(pytester: pytest.Pytester, tmp_path: 
     target.mkdir()
     (target / "precious").write_text("keep")
     pytester.makepyfile(USES_FILESYSTEM)
-    result = pytester.runpytest("--folio-fs", str(target), "-v")
+    result = pytester.runpytest(*QUICK, "--folio-fs", str(target), "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_write PASSED*"])
     assert sorted(os.listdir(target)) == ["precious"]
@@ -118,8 +121,8 @@ def test_blocksize(filesystem):
     assert filesystem.blocksize in (4096, 16384)
 """)
     pytester.syspathinsert()
-    result = pytester.runpytest("--folio-fs", "myfs:factory", "--folio-block-sizes", "4k,16k",
-                                "-v")
+    result = pytester.runpytest(*QUICK, "--folio-fs", "myfs:factory",
+                                "--folio-block-sizes", "4k,16k", "-v")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*test_write?4K? PASSED*", "*test_write?16K? PASSED*"])
     umounted = (pytester.path / "umounted.txt").read_text().split()
@@ -130,7 +133,7 @@ def test_factory_returning_junk_fails_in_one_line(pytester: pytest.Pytester) -> 
     pytester.makepyfile(myfs=FACTORY)
     pytester.makepyfile(USES_FILESYSTEM)
     pytester.syspathinsert()
-    result = pytester.runpytest("--folio-fs", "myfs:not_a_filesystem",
+    result = pytester.runpytest(*QUICK, "--folio-fs", "myfs:not_a_filesystem",
                                 "--folio-block-sizes", "4k")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(

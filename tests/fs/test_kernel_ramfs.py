@@ -11,6 +11,9 @@ from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.directory import DirectoryFS
 from pytest_folio.targets.kernel_ramfs import KernelRamfsUnavailable, mount_kernel_ramfs
 
+# hypothesis's plugin re-imports hypothesis in every in-process run (~2 s); not needed here
+QUICK = ("-p", "no:hypothesispytest")
+
 
 def _mounted(path: str) -> bool:
     with open("/proc/self/mounts") as f:
@@ -68,6 +71,6 @@ def not_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
 """)
     pytester.makepyfile("def test_k(kernel_ramfs): pass")
-    result = pytester.runpytest("-rs")
+    result = pytester.runpytest(*QUICK, "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*mounting a kernel ramfs needs root*"])
