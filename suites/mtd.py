@@ -26,7 +26,9 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import pytest
+from pytest_folio.fixtures.mtd import mtd_target
 
+from pytest_folio.model.block2mtd import Block2MTD
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.mtdtests import (
     check_bounds,
@@ -41,11 +43,18 @@ from pytest_folio.mtdtests import (
     run_stresstest,
     run_torturetest,
 )
+from pytest_folio.mtdtests.block2mtd import (
+    check_api_paths_agree,
+    check_dropped_folio_race,
+    check_erase_skips_erased_pages,
+    check_unchanged_write_dirties_nothing,
+)
 from pytest_folio.plugin import settings
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.protocols import MTDDevice
 
 __all__ = [
+    "Block2MTDChecks",
     "MTDNandSuite",
     "MTDReadSuite",
     "MTDSpeedSuite",
@@ -88,7 +97,9 @@ class _MTDSuite:
     mtd_target: ClassVar[str | None] = None   # the measurement's target (default --folio-mtd)
 
     def _target(self, config: pytest.Config) -> str:
-        return self.mtd_target if self.mtd_target is not None else settings(config).mtd
+        if self.mtd_target is not None:
+            return self.mtd_target
+        return mtd_target(config).label   # e.g. "reference:api=folio,retry=on"
 
     @staticmethod
     def _log(suite: str) -> tuple[list[str], Callable[[str], None]]:
@@ -108,7 +119,7 @@ class _MTDSuite:
 class MTDSpeedSuite(_MTDSuite):
     """mtd_speedtest: each row is announced as a Measurement and printed as a table."""
 
-    speed_passes: ClassVar[int] = 1   # samples per row; raise for steadier figures
+    speed_passes: ClassVar[int] = 3   # samples per row (the median is reported)
     speed_count: ClassVar[int] = 0    # eraseblocks to use (0: all), as the module's count
 
     def test_speed(self, mtd_device: MTDDevice, request: pytest.FixtureRequest,
@@ -165,7 +176,7 @@ class MTDReadSuite(_MTDSuite):
 class MTDStressSuite(_MTDSuite):
     """mtd_stresstest, every read checked against an in-memory copy of the device."""
 
-    stress_count: ClassVar[int] = 2000        # the kernel's default is 10000
+    stress_count: ClassVar[int] = 10000       # the kernel module's default
     stress_seed: ClassVar[int | None] = None  # None: the run's seed (--folio-fsx-seed)
 
     def test_stress(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
@@ -187,7 +198,7 @@ class MTDTortureSuite(_MTDSuite):
     torture_eb: ClassVar[int | None] = None      # None: 8, or lower on a small device
     torture_ebcnt: ClassVar[int | None] = None   # None: 32, or the whole small device
     torture_pgcnt: ClassVar[int] = 0             # pages per eraseblock (0: all)
-    torture_cycles: ClassVar[int] = 4            # cycles_count (the kernel: endless)
+    torture_cycles: ClassVar[int] = 8            # cycles_count (the kernel: endless)
     torture_check: ClassVar[bool] = True
 
     def test_torture(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
@@ -229,6 +240,40 @@ class MTDNandSuite(_MTDSuite):
 
     def test_nandbiterrs(self, mtd_device: MTDDevice) -> None:
         self._skip_unless_runnable(mtd_device, "mtd_nandbiterrs")
+
+
+class Block2MTDChecks(_MTDSuite):
+    """block2mtd's promises, checked inside the reference model's page cache; on any other
+    target these skip."""
+
+    api_paths_count: ClassVar[int] = 300   # stress operations replayed through both apis
+
+    @staticmethod
+    def _reference(dev: MTDDevice) -> Block2MTD:
+        if not isinstance(dev, Block2MTD):
+            pytest.skip(f"block2mtd checks need the reference block2mtd "
+                        f"(--folio-mtd reference), not {dev.name}")
+        return dev
+
+    def test_erase_skips_erased_pages(self, mtd_device: MTDDevice) -> None:
+        check_erase_skips_erased_pages(self._reference(mtd_device))
+
+    def test_unchanged_write_dirties_nothing(self, mtd_device: MTDDevice) -> None:
+        check_unchanged_write_dirties_nothing(self._reference(mtd_device))
+
+    def test_dropped_folio_race(self, mtd_device: MTDDevice) -> None:
+        dev = self._reference(mtd_device)
+        retries = check_dropped_folio_race(dev)
+        assert retries >= 2, "the injected race did not make write and erase retry"
+
+    def test_api_paths_agree(self, mtd_device: MTDDevice,
+                             request: pytest.FixtureRequest) -> None:
+        deltas = check_api_paths_agree(self._reference(mtd_device),
+                                       count=self.api_paths_count,
+                                       seed=settings(request.config).fsx_seed)
+        # the conversion's point: the folio path needs no compound_head at all
+        assert deltas["folio"].get("compound_head", 0) == 0
+        assert deltas["page"].get("compound_head", 0) > 0
 
 
 class MTDTests(MTDReadSuite, MTDSpeedSuite, MTDStressSuite, MTDTortureSuite, MTDNandSuite):

@@ -67,16 +67,10 @@ def is_writeable(dev: MTDDevice) -> bool:
 def is_real_device(dev: object) -> bool:
     """True for a target that is real hardware (a /dev/mtdN), where writing destroys data.
 
-    Targets say so with an ``is_real_device`` attribute (the /dev/mtdN target is real in
-    any case); the reference model and a user's factory are not, so suites may write them.
+    Targets say so with an ``is_real_device`` attribute (the /dev/mtdN target sets it);
+    the reference model and a user's factory do not, so suites may write them freely.
     """
-    if getattr(dev, "is_real_device", False):
-        return True
-    try:  # the /dev/mtdN target, whether or not it sets the attribute
-        from pytest_folio.targets.mtdchar import MTDChar
-    except ImportError:
-        return False
-    return isinstance(dev, MTDChar)
+    return bool(getattr(dev, "is_real_device", False))
 
 
 def scan_for_bad_eraseblocks(dev: MTDDevice, ebcnt: int) -> list[bool]:

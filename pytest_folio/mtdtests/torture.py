@@ -26,7 +26,7 @@ from pytest_folio.targets.protocols import MTDDevice
 
 DEFAULT_EB = 8
 DEFAULT_EBCNT = 32
-DEFAULT_CYCLES = 4
+DEFAULT_CYCLES = 8
 RETRIES = 3   # the kernel re-reads a mismatching block this many times before giving up
 
 

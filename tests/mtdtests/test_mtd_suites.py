@@ -3,7 +3,12 @@ measurements are announced, and writing suites skip where they may not write."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from mtd_devices import BROKEN
@@ -25,15 +30,21 @@ CAUGHT_BY = {
     "out_of_range_wraps": {"test_out_of_range_is_einval"},
 }
 
-SUITE = """
-import pytest
-import mtd_devices
-from pytest_folio.suites.mtd import MTDTests
+DEVICES = {
+    **{bug: f"BROKEN[{bug!r}]()" for bug in BROKEN},
+    "ram": "RamMTD()",
+    "cached": "CachedRamMTD()",
+    "nand": "NandRamMTD()",
+    "rom": "RamMTD(type=mtd_devices.MTD_ROM, flags=mtd_devices.MTD_CAP_ROM)",
+    "real": "RamMTD(); dev.is_real_device = True",
+}
 
-class TestDevice(MTDTests):
+CLASS = """
+class Test_{key}(MTDTests):
     stress_seed = 5
     stress_count = 600
     torture_cycles = 3
+    speed_passes = 1
 
     @pytest.fixture
     def mtd_device(self):
@@ -42,68 +53,95 @@ class TestDevice(MTDTests):
         dev.close()
 """
 
+Outcomes = dict[str, dict[str, str]]
+HERE = Path(__file__).parent
 
-def outcomes(pytester: pytest.Pytester, factory: str,
-             *args: str) -> tuple[dict[str, str], pytest.RunResult]:
-    pytester.makepyfile(test_device=SUITE.format(factory=factory))
-    result = pytester.runpytest("-p", "pytest_folio", "-rs", "--folio-orders", "0", *args)
-    by_test: dict[str, str] = {}
-    for report in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
-        name = report.nodeid.rsplit("::", 1)[-1].split("[")[0]
-        if report.when == "call" or report.outcome != "passed":
-            by_test[name] = report.outcome
-    return by_test, result
+
+# plugins the inner runs do not need, each costing a second or two of start-up
+QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark")
+
+
+def run_suites(directory: Path, devices: dict[str, str], *args: str) -> tuple[Outcomes, str]:
+    """One pytest process with a suite class per device: ({device: {test: outcome}}, output).
+
+    A separate process, because the devices module and the plugin must be imported fresh.
+    """
+    source = "import pytest\nimport mtd_devices\nfrom pytest_folio.suites.mtd import MTDTests\n"
+    source += "".join(CLASS.format(key=key, factory=factory)
+                      for key, factory in devices.items())
+    (directory / "test_devices.py").write_text(source)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "pytest_folio", *QUICK,
+         "-rs", "--junitxml=results.xml", "--folio-orders", "0", "test_devices.py", *args],
+        cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+    outcomes: Outcomes = {}
+    for case in ElementTree.parse(directory / "results.xml").iter("testcase"):
+        key = case.attrib["classname"].rsplit(".Test_", 1)[1]
+        outcome = "passed"
+        for tag in ("failure", "error", "skipped"):
+            if case.find(tag) is not None:
+                outcome = {"failure": "failed", "error": "error"}.get(tag, tag)
+        outcomes.setdefault(key, {})[case.attrib["name"].split("[")[0]] = outcome
+    return outcomes, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def every_device(tmp_path_factory: pytest.TempPathFactory) -> tuple[Outcomes, str]:
+    """Every device through the default suites, in one run per module."""
+    return run_suites(tmp_path_factory.mktemp("every_device"), DEVICES)
 
 
 @pytest.mark.parametrize("bug", sorted(BROKEN))
 def test_each_broken_device_is_caught_by_the_default_suites(
-        pytester: pytest.Pytester, bug: str) -> None:
-    by_test, result = outcomes(pytester, f"BROKEN[{bug!r}]()")
-    failed = {name for name, outcome in by_test.items() if outcome == "failed"}
-    assert failed == CAUGHT_BY[bug], result.stdout.str()[-3000:]
+        every_device: tuple[Outcomes, str], bug: str) -> None:
+    outcomes, output = every_device
+    failed = {name for name, outcome in outcomes[bug].items() if outcome == "failed"}
+    assert failed == CAUGHT_BY[bug], output[-3000:]
 
 
-@pytest.mark.parametrize("device", ["RamMTD()", "CachedRamMTD()"])
-def test_correct_devices_pass_every_suite(pytester: pytest.Pytester, device: str) -> None:
-    by_test, result = outcomes(pytester, device)
-    assert by_test == {
+@pytest.mark.parametrize("device", ["ram", "cached"])
+def test_correct_devices_pass_every_suite(every_device: tuple[Outcomes, str],
+                                          device: str) -> None:
+    outcomes, output = every_device
+    assert outcomes[device] == {
         "test_read": "passed", "test_out_of_range_is_einval": "passed",
         "test_readonly_refuses_writes": "skipped", "test_speed": "passed",
         "test_stress": "passed", "test_torture": "passed", "test_pagetest": "skipped",
         "test_subpagetest": "skipped", "test_oobtest": "skipped",
-        "test_nandbiterrs": "skipped"}, result.stdout.str()
-    result.stdout.fnmatch_lines(["*mtd_pagetest: this test requires NAND flash*",
-                                 "*mtd_oobtest: this test requires NAND flash*"])
+        "test_nandbiterrs": "skipped"}, output
+    assert "mtd_pagetest: this test requires NAND flash" in output
+    assert "mtd_oobtest: this test requires NAND flash" in output
 
 
-def test_nand_device_runs_the_page_test(pytester: pytest.Pytester) -> None:
-    by_test, result = outcomes(pytester, "NandRamMTD()")
-    assert by_test["test_pagetest"] == "passed"
-    assert by_test["test_oobtest"] == "skipped"
-    result.stdout.fnmatch_lines(["*mtd_oobtest: needs OOB access*"])
-
-
-def test_real_device_suites_that_write_skip_without_consent(
-        pytester: pytest.Pytester) -> None:
-    factory = "RamMTD(); dev.is_real_device = True"
-    by_test, result = outcomes(pytester, factory)
-    for name in ("test_speed", "test_stress", "test_torture"):
-        assert by_test[name] == "skipped"
-    assert by_test["test_read"] == "passed"
-    result.stdout.fnmatch_lines(
-        ["*ram is a real device and this suite erases and writes it; pass "
-         "--folio-allow-destructive to allow it*"])
-    by_test, _ = outcomes(pytester, factory, "--folio-allow-destructive")
-    assert {by_test[n] for n in ("test_speed", "test_stress", "test_torture")} == {"passed"}
+def test_nand_device_runs_the_page_test(every_device: tuple[Outcomes, str]) -> None:
+    outcomes, output = every_device
+    assert outcomes["nand"]["test_pagetest"] == "passed"
+    assert outcomes["nand"]["test_oobtest"] == "skipped"
+    assert "mtd_oobtest: needs OOB access" in output
 
 
 def test_readonly_device_skips_writers_and_passes_the_readonly_check(
-        pytester: pytest.Pytester) -> None:
-    by_test, result = outcomes(
-        pytester, "RamMTD(type=mtd_devices.MTD_ROM, flags=mtd_devices.MTD_CAP_ROM)")
-    assert by_test["test_readonly_refuses_writes"] == "passed"
-    assert by_test["test_speed"] == by_test["test_torture"] == "skipped"
-    result.stdout.fnmatch_lines(["*ram is read-only (MTD_WRITEABLE is not set)*"])
+        every_device: tuple[Outcomes, str]) -> None:
+    outcomes, output = every_device
+    assert outcomes["rom"]["test_readonly_refuses_writes"] == "passed"
+    assert outcomes["rom"]["test_speed"] == outcomes["rom"]["test_torture"] == "skipped"
+    assert "ram is read-only (MTD_WRITEABLE is not set)" in output
+
+
+def test_real_device_suites_that_write_skip_without_consent(
+        every_device: tuple[Outcomes, str], tmp_path: Path) -> None:
+    outcomes, output = every_device
+    for name in ("test_speed", "test_stress", "test_torture"):
+        assert outcomes["real"][name] == "skipped"
+    assert outcomes["real"]["test_read"] == "passed"
+    assert ("ram is a real device and this suite erases and writes it; pass "
+            "--folio-allow-destructive to allow it") in output
+    allowed, _ = run_suites(tmp_path, {"real": DEVICES["real"]}, "--folio-allow-destructive")
+    assert {allowed["real"][n] for n in ("test_speed", "test_stress", "test_torture")} == {
+        "passed"}
 
 
 class _Collector:
@@ -130,7 +168,7 @@ class TestSpeed(MTDSpeedSuite):
 """)
     collector = _Collector()
     result = pytester.runpytest("-p", "pytest_folio", "--folio-orders", "0,2",
-                                "--folio-mtd", "reference:api=page", "-s",
+                                "--folio-mtd", "reference:retry=off,api=page", "-s",
                                 plugins=[collector])
     result.assert_outcomes(passed=2)
     assert len(collector.seen) == 2 * 14
@@ -138,7 +176,7 @@ class TestSpeed(MTDSpeedSuite):
     assert nodeid.endswith("test_speed[4K]")
     assert (m.suite, m.name, m.unit, m.params, m.target) == (
         "mtd_speedtest", "Eraseblock write (64 KiB)", "ms", {"folio": "4K"},
-        "reference:api=page")
+        "reference:api=page,retry=off")
     assert len(m.samples) == 2 and m.extra["bytes"] == 2 << 20
     assert collector.seen[14][1].params == {"folio": "16K"}
     assert collector.seen[13][1].name == "Erase, already erased"
