@@ -141,8 +141,9 @@ class TimingCollector:
                     f"p={r.test.p_value:.3g})"
                     for r in self.comparison.rows if r.regressed(limit)]
                 self.untested = [
-                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse, but one sample "
-                    "cannot be told from noise (not failing; time more passes)"
+                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse, but "
+                    f"{len(r.base)} against {len(r.patched)} samples cannot be told from "
+                    "noise (not failing; time more passes)"
                     for r in self.comparison.rows if r.untested_beyond(limit)]
                 if self.regressions and session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -10,7 +10,7 @@ from pytest_folio.sizes import parse_size
 from pytest_folio.timing import table
 from pytest_folio.timing.compare import compare_counter, compare_runs, select_rows
 from pytest_folio.timing.plot import PlotError, plot_comparison, require_matplotlib
-from pytest_folio.timing.stats import center
+from pytest_folio.timing.stats import STATISTICS, center
 from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
 
 
@@ -33,6 +33,9 @@ def register_compare(subparsers: Any) -> None:
                    help="only these items, in this order, optionally renamed (repeatable)")
     p.add_argument("--counter", action="append", default=[], metavar="NAME",
                    help="also compare this model counter per pass, e.g. compound_head")
+    p.add_argument("--statistic", choices=tuple(STATISTICS), default="median",
+                   help="what Base and Patched show (default: median; min suits a busy "
+                        "machine, where noise only adds time)")
     p.set_defaults(run=run_compare)
 
 
@@ -43,7 +46,7 @@ def run_compare(args: argparse.Namespace) -> int:
         except PlotError as exc:
             raise CommandError(str(exc)) from None
     base, patched = _load(args.base), _load(args.patched)
-    comparisons = [compare_runs(base, patched)]
+    comparisons = [compare_runs(base, patched, statistic=args.statistic)]
     comparisons += [compare_counter(base, patched, c) for c in args.counter]
     try:
         if args.row:

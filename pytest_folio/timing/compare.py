@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pytest_folio.sizes import parse_size
-from pytest_folio.timing.stats import ALPHA, METHOD, Significance, center, significance
+from pytest_folio.timing.stats import (
+    ALPHA,
+    METHOD,
+    STATISTICS,
+    Significance,
+    center,
+    significance,
+)
 from pytest_folio.timing.storage import Record, TimingRun
 
 Key = tuple[str, str, str, tuple[tuple[str, str], ...]]
@@ -55,14 +62,15 @@ class Row:
     better: str = "lower"
     alpha: float = ALPHA
     exact: bool = False             # counters: no noise, so no significance test
+    statistic: str = "median"       # what Base and Patched show (stats.STATISTICS)
 
     @property
     def base_value(self) -> float | None:
-        return center(self.base) if self.base else None
+        return center(self.base, self.statistic) if self.base else None
 
     @property
     def patched_value(self) -> float | None:
-        return center(self.patched) if self.patched else None
+        return center(self.patched, self.statistic) if self.patched else None
 
     @property
     def change_pct(self) -> float | None:
@@ -137,12 +145,16 @@ def _samples(record: Record) -> list[float]:
 
 def compare_runs(base: TimingRun, patched: TimingRun, alpha: float = ALPHA,
                  values: Callable[[Record], list[float]] = _samples,
-                 exact: bool = False, unit: str | None = None) -> Comparison:
+                 exact: bool = False, unit: str | None = None,
+                 statistic: str = "median") -> Comparison:
     """Pair every item of ``base`` with ``patched``; items in only one run keep a blank side.
 
     Groups come in the base run's order (new items last); inside a group rows go by folio
-    size. ``values`` picks what is compared (the samples, or a counter per pass).
+    size. ``values`` picks what is compared (the samples, or a counter per pass);
+    ``statistic`` what the Base and Patched columns show.
     """
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r} (use {', '.join(STATISTICS)})")
     old = _pool(base.records, values)
     new = _pool(patched.records, values)
     groups: dict[tuple[str, str, str], Group] = {}
@@ -157,10 +169,11 @@ def compare_runs(base: TimingRun, patched: TimingRun, alpha: float = ALPHA,
             base=old[key][1] if key in old else [],
             patched=new[key][1] if key in new else [],
             better=better_direction(record.unit, record.extra),
-            alpha=alpha, exact=exact))
+            alpha=alpha, exact=exact, statistic=statistic))
     for group in groups.values():
         group.rows.sort(key=lambda r: _label_order(r.label))
-    return Comparison(list(groups.values()), alpha=alpha)
+    return Comparison(list(groups.values()), alpha=alpha,
+                      what=f"{statistic} of the samples")
 
 
 def counter_per_pass(counter: str) -> Callable[[Record], list[float]]:

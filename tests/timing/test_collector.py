@@ -122,7 +122,7 @@ def test_compare_prints_grid_and_fails_only_on_significant_regression(
                           "--folio-compare-fail=20")
     assert bad.ret == pytest.ExitCode.TESTS_FAILED
     bad.stdout.re_match_lines([
-        r"\| fixed \[ms\] +\| 4K,i=0  \|  10.20 \|   15.30 \| +\+50.0%    \|",
+        r"\| fixed \[ms\] +\| 4K,i=0  \|  10.20 \|   15.30 \| +\+50.0% \|",
         r"folio: regression: fixed 4K,i=0: \+50.0% worse \(limit 20%, p=0.00794\)"])
     assert bad.stdout.str().count("folio: regression:") == 6
     # above the limit nothing fails

@@ -7,7 +7,12 @@ import random
 
 import pytest
 
-from pytest_folio.timing.stats import mann_whitney_u, significance, u_distribution
+from pytest_folio.timing.stats import (
+    can_reach,
+    mann_whitney_u,
+    significance,
+    u_distribution,
+)
 
 
 def test_u_distribution_counts_every_rank_order() -> None:
@@ -35,6 +40,13 @@ def test_identical_samples_are_not_significant() -> None:
 def test_one_sample_a_side_cannot_be_tested() -> None:
     result = significance([20.25], [19.55])
     assert result.p_value is None and result.significant is None and not result.tested
+
+
+def test_sizes_that_cannot_reach_the_level_are_not_tested() -> None:
+    assert not can_reach(3, 3)                      # best p is 2/20 = 0.1
+    assert can_reach(4, 4) and can_reach(2, 8) and not can_reach(2, 7)
+    assert significance([1, 2, 3], [7, 8, 9]).tested is False
+    assert significance([1, 2, 3, 4], [7, 8, 9, 10]).significant is True
 
 
 def test_separated_samples_are_significant_and_overlapping_are_not() -> None:
