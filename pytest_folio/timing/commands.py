@@ -33,10 +33,14 @@ def register_compare(subparsers: Any) -> None:
                    help="only these items, in this order, optionally renamed (repeatable)")
     p.add_argument("--counter", action="append", default=[], metavar="NAME",
                    help="also compare this model counter per pass, e.g. compound_head")
-    p.add_argument("--statistic", choices=tuple(STATISTICS), default="median",
-                   help="what Base and Patched show (default: median; min suits a busy "
-                        "machine, where noise only adds time)")
+    _statistic_option(p)
     p.set_defaults(run=run_compare)
+
+
+def _statistic_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--statistic", choices=tuple(STATISTICS), default="median",
+                   help="what a sample list shows as (default: median; min suits a busy "
+                        "machine, where noise only adds time)")
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -74,23 +78,30 @@ def register_bandwidth(subparsers: Any) -> None:
         description="Bandwidth by block size from a run saved with --folio-save: items in "
                     "GB/s directly, items in ms with extra['bytes'] as bytes per median "
                     "time.")
-    p.add_argument("run_file", metavar="RUN.json")
-    p.add_argument("--name", help="the item to show when the run has several")
+    p.add_argument("run_files", metavar="RUN.json", nargs="+",
+                   help="one or more runs (e.g. one per mounted block size)")
+    p.add_argument("--name", help="the item to show when the runs have several")
+    _statistic_option(p)
     p.set_defaults(run=run_bandwidth)
 
 
-def bandwidth_rows(run: TimingRun, name: str | None = None) -> list[tuple[int, float]]:
-    """(block size, GB/s) of every item that has a block size, sorted by block size."""
+def bandwidth_rows(runs: list[TimingRun], name: str | None = None,
+                   statistic: str = "median") -> list[tuple[int, float]]:
+    """(block size, GB/s) of every item that has a block size, sorted by block size.
+
+    A time's ``statistic`` is taken before dividing (min time is max bandwidth).
+    """
     rows: dict[int, float] = {}
     names = set()
-    for r in run.records:
+    for r in (r for run in runs for r in run.records):
         size_text = r.params.get("bs", r.params.get("folio"))
         if size_text is None or (name is not None and r.name != name):
             continue
         if r.unit == "GB/s":
-            gbps = center(r.samples)
+            best_rate = "max" if statistic == "min" else statistic
+            gbps = max(r.samples) if best_rate == "max" else center(r.samples, statistic)
         elif r.unit == "ms" and isinstance(r.extra.get("bytes"), int):
-            gbps = r.extra["bytes"] / (center(r.samples) / 1e3) / 1e9
+            gbps = r.extra["bytes"] / (center(r.samples, statistic) / 1e3) / 1e9
         else:
             continue
         names.add(r.name)
@@ -101,12 +112,13 @@ def bandwidth_rows(run: TimingRun, name: str | None = None) -> list[tuple[int, f
 
 
 def run_bandwidth(args: argparse.Namespace) -> int:
-    run = _load(args.run_file)
+    runs = [_load(path) for path in args.run_files]
     try:
-        rows = bandwidth_rows(run, args.name)
+        rows = bandwidth_rows(runs, args.name, args.statistic)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     if not rows:
-        raise CommandError(f"{args.run_file}: no item with a block size and a bandwidth")
+        raise CommandError("no item with a block size and a bandwidth in "
+                           + ", ".join(args.run_files))
     print(table.bandwidth_table(rows), end="")
     return 0

@@ -1,0 +1,27 @@
+#!/bin/sh
+# The block2mtd folio cover letter, reproduced: mtd_speedtest over a 256 MiB device at
+# folio sizes 4K, 16K and 64K, the page-wrapper path saved as base and the folio path as
+# patched, then the cover letter's table and the compound_head calls per pass.
+#
+# Against a real kernel, point BASE_MTD and PATCHED_MTD at /dev/mtdN (booted into the base
+# kernel, then the patched one; the device is written, hence --folio-allow-destructive):
+#   BASE_MTD=/dev/mtd0 EXTRA=--folio-allow-destructive sh block2mtd.sh   # base kernel
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-/tmp/folio-seeds}
+mkdir -p "$out"
+run() {
+    python -m pytest -q -p no:cacheprovider "$here/test_block2mtd_speed.py" \
+        --folio-mtd-size "${SIZE:-256M}" --folio-orders "${ORDERS:-0,2,4}" \
+        --folio-mtd "$1" --folio-save "$2" ${EXTRA:-} >"$2.log"
+    tail -n 1 "$2.log"
+}
+run "${BASE_MTD:-reference:api=page}" "$out/block2mtd-base.json"
+run "${PATCHED_MTD:-reference:api=folio}" "$out/block2mtd-patched.json"
+python -m pytest_folio compare "$out/block2mtd-base.json" "$out/block2mtd-patched.json" \
+    --row "Eraseblock read (128 KiB)" --row "Eraseblock write (128 KiB)" \
+    --row "Page read (512 B)" --row "Page write (512 B)" \
+    --row "2-page read (1 KiB)" --row "2-page write (1 KiB)" \
+    --row "Erase, blocks hold data=Erase, blocks hold data (mtd_speedtest)" \
+    --row "Erase, already erased=Erase, already erased (MEMERASE ioctl)" \
+    --counter compound_head ${COMPARE:-}
