@@ -12,7 +12,7 @@ import pytest
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.model.blockdev import BlockDevice
 from pytest_folio.model.constants import PAGE_SIZE
-from pytest_folio.mtdtests import MTDTestError
+from pytest_folio.mtdtests import MTDTestError, check_bounds, check_readonly
 from pytest_folio.mtdtests.block2mtd import (
     check_api_paths_agree,
     check_dropped_folio_race,
@@ -122,3 +122,9 @@ def test_ready_to_run_race_check_fails_with_retry_off(tmp_path: Path) -> None:
     failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 1 and "test_dropped_folio_race[16K]" in failed[0], proc.stdout
     assert "lost: its folio was dropped" in failed[0]
+
+
+def test_readonly_reference_passes_the_readonly_and_range_checks() -> None:
+    dev = Block2MTD(BlockDevice(1 << 20, read_only=True), 128 << 10)
+    check_readonly(dev, erase=True)
+    check_bounds(dev, write=False)

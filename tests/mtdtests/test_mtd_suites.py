@@ -183,3 +183,16 @@ class TestSpeed(MTDSpeedSuite):
     result.stdout.fnmatch_lines(["mtd_speedtest: cachedram [16K]",
                                  "Test * ms/pass * KiB/s",
                                  "Eraseblock write (64 KiB) *"])
+
+
+def test_ready_to_run_suites_pass_on_the_example_user_device() -> None:
+    example = HERE.parents[1] / "examples" / "own_mtd"
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *QUICK, "--pyargs", "pytest_folio.suites",
+         "-k", "mtd", "-q", "-rs"],
+        cwd=example, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "5 passed, 9 skipped" in proc.stdout, proc.stdout[-3000:]
+    assert "block2mtd checks need the reference block2mtd" in proc.stdout
