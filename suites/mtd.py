@@ -22,7 +22,8 @@ skip on a device without MTD_WRITEABLE (the read-only check runs there instead).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
 import pytest
@@ -31,6 +32,7 @@ from pytest_folio.fixtures.mtd import mtd_target
 from pytest_folio.model.block2mtd import Block2MTD
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.mtdtests import (
+    MTDParameterError,
     check_bounds,
     check_readonly,
     format_results,
@@ -102,18 +104,17 @@ class _MTDSuite:
         return mtd_target(config).label   # e.g. "reference:api=folio,retry=on"
 
     @staticmethod
-    def _log(suite: str) -> tuple[list[str], Callable[[str], None]]:
-        """Collect the kernel-style lines; they become a report section of the test."""
+    @contextmanager
+    def _running(request: pytest.FixtureRequest, suite: str) -> Iterator[Callable[[str], None]]:
+        """Collect the kernel-style log lines into a report section of the test (see them
+        with ``-rP``), and turn a bad suite parameter into a one-line failure."""
         lines: list[str] = []
-
-        def say(line: str) -> None:
-            lines.append(f"{suite}: {line}")
-
-        return lines, say
-
-    @staticmethod
-    def _section(request: pytest.FixtureRequest, suite: str, lines: list[str]) -> None:
-        request.node.add_report_section("call", suite, "\n".join(lines))
+        try:
+            yield lambda line: lines.append(f"{suite}: {line}")
+        except MTDParameterError as exc:   # a suite attribute that does not fit the device
+            pytest.fail(f"{suite}: {exc}", pytrace=False)
+        finally:
+            request.node.add_report_section("call", suite, "\n".join(lines))
 
 
 class MTDSpeedSuite(_MTDSuite):
@@ -126,13 +127,10 @@ class MTDSpeedSuite(_MTDSuite):
                    capsys: pytest.CaptureFixture[str]) -> None:
         config = request.config
         require_destructive(mtd_device, config)
-        lines, say = self._log("mtd_speedtest")
-        try:
+        with self._running(request, "mtd_speedtest") as say:
             results = run_speedtest(mtd_device, passes=self.speed_passes,
                                     count=self.speed_count, seed=settings(config).fsx_seed,
                                     log=say)
-        finally:
-            self._section(request, "mtd_speedtest", lines)
         params = folio_param(mtd_device, request)
         target = self._target(config)
         item = request.node
@@ -151,11 +149,8 @@ class MTDReadSuite(_MTDSuite):
     read_count: ClassVar[int] = 0     # eraseblocks to read (0: all)
 
     def test_read(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
-        lines, say = self._log("mtd_readtest")
-        try:
+        with self._running(request, "mtd_readtest") as say:
             result = run_readtest(mtd_device, count=self.read_count, log=say)
-        finally:
-            self._section(request, "mtd_readtest", lines)
         assert result.pages > 0, "every eraseblock is marked bad"
 
     def test_out_of_range_is_einval(self, mtd_device: MTDDevice,
@@ -183,12 +178,9 @@ class MTDStressSuite(_MTDSuite):
         require_destructive(mtd_device, request.config)
         seed = self.stress_seed if self.stress_seed is not None else settings(
             request.config).fsx_seed
-        lines, say = self._log("mtd_stresstest")
-        say(f"seed {seed}, count {self.stress_count}")
-        try:
+        with self._running(request, "mtd_stresstest") as say:
+            say(f"seed {seed}, count {self.stress_count}")
             result = run_stresstest(mtd_device, count=self.stress_count, seed=seed, log=say)
-        finally:
-            self._section(request, "mtd_stresstest", lines)
         assert result.operations == self.stress_count
 
 
@@ -203,13 +195,10 @@ class MTDTortureSuite(_MTDSuite):
 
     def test_torture(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         require_destructive(mtd_device, request.config)
-        lines, say = self._log("mtd_torturetest")
-        try:
+        with self._running(request, "mtd_torturetest") as say:
             result = run_torturetest(mtd_device, eb=self.torture_eb, ebcnt=self.torture_ebcnt,
                                      pgcnt=self.torture_pgcnt, check=self.torture_check,
                                      cycles_count=self.torture_cycles, log=say)
-        finally:
-            self._section(request, "mtd_torturetest", lines)
         assert result.erase_cycles == self.torture_cycles
 
 
@@ -225,11 +214,8 @@ class MTDNandSuite(_MTDSuite):
     def test_pagetest(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         self._skip_unless_runnable(mtd_device, "mtd_pagetest")
         require_destructive(mtd_device, request.config)
-        lines, say = self._log("mtd_pagetest")
-        try:
+        with self._running(request, "mtd_pagetest") as say:
             pages = run_pagetest(mtd_device, seed=settings(request.config).fsx_seed, log=say)
-        finally:
-            self._section(request, "mtd_pagetest", lines)
         assert pages > 0
 
     def test_subpagetest(self, mtd_device: MTDDevice) -> None:

@@ -9,6 +9,7 @@ from pytest_folio.mtdtests.checks import check_bounds, check_readonly
 from pytest_folio.mtdtests.common import (
     NAND_REQUIRED,
     Geometry,
+    MTDParameterError,
     MTDTestError,
     is_nand,
     is_real_device,
@@ -24,6 +25,7 @@ __all__ = [
     "NAND_REQUIRED",
     "NAND_TESTS",
     "Geometry",
+    "MTDParameterError",
     "MTDTestError",
     "ReadResult",
     "SpeedResult",

@@ -28,6 +28,10 @@ class MTDTestError(AssertionError):
     """The device did something an mtd test does not accept (wrong data, short I/O, ...)."""
 
 
+class MTDParameterError(ValueError):
+    """A runner parameter that does not fit the device (eb, pgcnt, passes, ...)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Geometry:
     """The numbers every kernel mtd test prints first: page size and block counts."""

@@ -20,6 +20,7 @@ from typing import Any
 from pytest_folio.measurement import Measurement
 from pytest_folio.mtdtests.common import (
     Geometry,
+    MTDParameterError,
     check_data,
     mtdtest_erase_eraseblock,
     mtdtest_erase_good_eraseblocks,
@@ -113,7 +114,7 @@ def run_speedtest(dev: MTDDevice, passes: int = 1, count: int = 0, seed: int = 1
     parameter (0: all). ``log`` receives mtd_speedtest's lines ("... speed is N KiB/s").
     """
     if passes < 1:
-        raise ValueError(f"passes must be at least 1, not {passes}")
+        raise MTDParameterError(f"passes must be at least 1, not {passes}")
     geo = Geometry.of(dev)
     ebcnt = geo.ebcnt if count <= 0 else min(count, geo.ebcnt)
     say = log or (lambda line: None)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from pytest_folio.mtdtests.common import (
     Geometry,
+    MTDParameterError,
     MTDTestError,
     check_data,
     mtdtest_erase_good_eraseblocks,
@@ -44,7 +45,7 @@ def fit_range(geo: Geometry, eb: int | None, ebcnt: int | None) -> tuple[int, in
     if eb is None:
         eb = max(0, min(DEFAULT_EB, geo.ebcnt - ebcnt))
     if eb < 0 or ebcnt < 1 or eb + ebcnt > geo.ebcnt:
-        raise ValueError(f"eraseblocks {eb}..{eb + ebcnt - 1} are outside the device "
+        raise MTDParameterError(f"eraseblocks {eb}..{eb + ebcnt - 1} are outside the device "
                          f"(0..{geo.ebcnt - 1})")
     return eb, ebcnt
 
@@ -65,9 +66,9 @@ def run_torturetest(dev: MTDDevice, eb: int | None = None, ebcnt: int | None = N
     say = log or (lambda line: None)
     eb, ebcnt = fit_range(geo, eb, ebcnt)
     if pgcnt and not 0 < pgcnt <= geo.pgcnt:
-        raise ValueError(f"invalid pgcnt value {pgcnt} (1..{geo.pgcnt})")
+        raise MTDParameterError(f"invalid pgcnt value {pgcnt} (1..{geo.pgcnt})")
     if cycles_count < 1:
-        raise ValueError(f"cycles_count must be at least 1, not {cycles_count}")
+        raise MTDParameterError(f"cycles_count must be at least 1, not {cycles_count}")
     say(f"torture {ebcnt} eraseblocks ({eb}-{eb + ebcnt - 1})")
     length = pgcnt * geo.pgsize if pgcnt else geo.erasesize
     skip = geo.erasesize - length            # pgcnt pages at the end of each block

@@ -196,3 +196,24 @@ def test_ready_to_run_suites_pass_on_the_example_user_device() -> None:
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "5 passed, 9 skipped" in proc.stdout, proc.stdout[-3000:]
     assert "block2mtd checks need the reference block2mtd" in proc.stdout
+
+
+def test_a_suite_parameter_that_does_not_fit_fails_in_one_line(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bad_param="""
+import pytest
+import mtd_devices
+from pytest_folio.suites.mtd import MTDTortureSuite
+
+class TestTorture(MTDTortureSuite):
+    torture_eb = 1000
+
+    @pytest.fixture
+    def mtd_device(self):
+        return mtd_devices.RamMTD()
+""")
+    result = pytester.runpytest("-p", "pytest_folio", "--folio-orders", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*mtd_torturetest: eraseblocks 1000..1031 are outside the device (0..31)"])
+    result.stdout.no_fnmatch_line("*Traceback*")
