@@ -98,6 +98,17 @@ class BlockDevice:
             self._open_file(self.path)
 
     def _open_file(self, path: str) -> None:
+        try:
+            existing = os.stat(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ValueError(f"cannot open backing file {path}: {exc.strerror}") from None
+        else:
+            # refuse before opening: opening a device node can already do something
+            if not stat.S_ISREG(existing.st_mode):
+                raise ValueError(f"backing file {path} is not a regular file (the model "
+                                 "never writes real devices)")
         flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
         try:
             fd = os.open(path, flags | os.O_CLOEXEC, 0o644)

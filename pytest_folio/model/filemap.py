@@ -482,15 +482,18 @@ class AddressSpace:
 
     def page_cache_ra_order(self, index: int, nr_pages: int, new_order: int = 0) -> int:
         """Read ahead ``nr_pages`` from ``index`` in folios of ``new_order`` + 2 (capped by
-        the maximum order and the window, at least the minimum), aligned, never past
-        i_size, skipping cached folios. Returns the order used, for the next round."""
+        the maximum order and the window, at least the minimum), aligned, the window's end
+        rounded up to that order, never past i_size, skipping cached folios. Returns the
+        order used, for the next round."""
         min_order, max_order = self._min_order, self._max_order
         if new_order < max_order:
             new_order += 2
         new_order = min(new_order, max_order, max(nr_pages, 1).bit_length() - 1)
         new_order = max(new_order, min_order)
         index &= ~((1 << min_order) - 1)
-        limit = index + nr_pages - 1
+        # End the window on a boundary of the new order, so the next round starts aligned
+        # and can use its larger order from its first folio.
+        limit = ((index + nr_pages - 1) | ((1 << new_order) - 1))
         if self.i_size is not None:
             limit = min(limit, (self.i_size - 1) >> PAGE_SHIFT)
         while index <= limit:
@@ -513,6 +516,7 @@ class AddressSpace:
                 folio.locked = False
             self.stats.readahead += 1
             index = folio.index + folio.nr_pages
+        self._ra_next = index
         return new_order
 
     def _readahead_miss(self, index: int, last: int) -> Folio:
@@ -527,7 +531,6 @@ class AddressSpace:
             order = 0
         self._ra_order = self.page_cache_ra_order(index, size, order)
         self._ra_size = size
-        self._ra_next = index + size
         folio = self._lookup(index)
         while folio is None:                       # readahead ran out of memory
             folio = self._create_folio(index, self._min_order)

@@ -105,6 +105,11 @@ class PhysicalMemory:
         for sub in range(pfn, pfn + (1 << order), 1 << new_order):
             self.allocated[sub] = new_order
 
+    @property
+    def buffer(self) -> memoryview:
+        """All of physical memory (for tools that compare against raw copies of it)."""
+        return self._mv
+
     def page_view(self, pfn: int, order: int) -> memoryview:
         """The bytes of a block: a view into the one buffer, never a copy."""
         return self._mv[pfn << PAGE_SHIFT:(pfn + (1 << order)) << PAGE_SHIFT]
