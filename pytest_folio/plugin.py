@@ -26,6 +26,7 @@ pytest_plugins = [
     "pytest_folio.fixtures.fs",
     "pytest_folio.fixtures.mtd",
     "pytest_folio.fixtures.timing",
+    "pytest_folio.fixtures.fsx",
 ]
 
 SETTINGS_KEY = pytest.StashKey[FolioSettings]()

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -137,6 +138,22 @@ def _trim_off_len(offset: int, size: int, limit: int) -> tuple[int, int]:
     if offset + size > limit:
         size = limit - offset
     return offset, size
+
+
+def _bad_bytes(buf: bytes, good: bytearray, offset: int, *,
+               reverse: bool = False) -> Iterator[int]:
+    """Indexes into ``buf`` where it differs from ``good[offset:]``, in order (or in
+    reverse), comparing page-sized slices first so a large read is cheap to scan."""
+    size = len(buf)
+    starts = range(0, size, PAGE_SIZE)
+    for start in reversed(starts) if reverse else starts:
+        end = min(start + PAGE_SIZE, size)
+        if buf[start:end] == good[offset + start:offset + end]:
+            continue
+        span = range(start, end)
+        for i in reversed(span) if reverse else span:
+            if buf[i] != good[offset + i]:
+                yield i
 
 
 def _short_at(buf: bytes | bytearray | memoryview, i: int) -> int:
@@ -358,7 +375,7 @@ class FsxEngine:
         if opts.check_file and not self.log[-1].flags & FL_SKIPPED:
             self.check_contents()
         if self.closeopen:
-            self._docloseopen()
+            self.reopen()
         if opts.sizechecks:
             self.check_size()
 
@@ -662,7 +679,8 @@ class FsxEngine:
             self._prterr("dofsync", exc)
             self._fail(210)
 
-    def _docloseopen(self) -> None:
+    def reopen(self) -> None:
+        """fsx's docloseopen(): close the file and open it again."""
         assert self.fd is not None
         try:
             self.fs.close(self.fd)
@@ -699,26 +717,20 @@ class FsxEngine:
         self.prt(f"READ BAD DATA: offset = {offset:#x}, size = {size:#x}, "
                  f"fname = {self.fname}")
         self.prt("OFFSET\tGOOD\tBAD\tRANGE")
-        n = 0
-        first = -1
-        for i in range(size):
+        bad = _bad_bytes(buf, good, offset)
+        for n, i in enumerate(itertools.islice(bad, 16)):
             off = offset + i
-            if good[off] == buf[i]:
-                continue
-            if n < 16:
-                self.prt(f"0x{off:05x}\t0x{_short_at(good, off):04x}\t"
-                         f"0x{_short_at(buf, i):04x}\t0x{n:05x}")
-                j = i + 1 if off & 1 else i
-                opnum = buf[j] if j < size else 0
-                if opnum:
-                    self.prt(f"operation# (mod 256) for the bad data may be {opnum}")
-                else:
-                    self.prt("operation# (mod 256) for the bad data unknown, check HOLE "
-                             "and EXTEND ops")
-            if first < 0:
-                first = off
-            n += 1
-            self.badoff = off
+            self.prt(f"0x{off:05x}\t0x{_short_at(good, off):04x}\t"
+                     f"0x{_short_at(buf, i):04x}\t0x{n:05x}")
+            j = i + 1 if off & 1 else i
+            opnum = buf[j] if j < size else 0
+            if opnum:
+                self.prt(f"operation# (mod 256) for the bad data may be {opnum}")
+            else:
+                self.prt("operation# (mod 256) for the bad data unknown, check HOLE "
+                         "and EXTEND ops")
+        first = offset + next(_bad_bytes(buf, good, offset))
+        self.badoff = offset + next(_bad_bytes(buf, good, offset, reverse=True))
         self._fail(110, badoff=first)
 
     def _check_eofpage(self, what: str, offset: int, size: int) -> None:
@@ -808,7 +820,7 @@ class FsxEngine:
     # -- whole runs ------------------------------------------------------------------
     def finish(self) -> FsxResult:
         """Close, reopen and compare the whole file; print fsx's A-OK line."""
-        self._docloseopen()
+        self.reopen()
         self.check_size()
         self.check_contents()
         self.close()

@@ -12,8 +12,10 @@ be ...").
 
 from __future__ import annotations
 
-# Patterns for every operation number are cached when they fit in this many bytes (the
-# default 256 KiB file needs 64 MiB); a larger file computes each write's bytes instead.
+# An operation number's whole-file pattern is built once it has been used this many times
+# (long runs use each number dozens of times; a short Hypothesis example only a few), and
+# only while all 256 patterns fit in PATTERN_CACHE_BYTES (64 MiB for the default 256 KiB).
+PATTERN_CACHE_AFTER = 3
 PATTERN_CACHE_BYTES = 64 << 20
 
 _ADD = tuple(bytes((i + c) & 0xFF for i in range(256)) for c in range(256))
@@ -26,21 +28,24 @@ class DataPattern:
         odd = bytearray(len(original))
         odd[1::2] = original[1::2]
         self._odd = bytes(odd)
-        self._cache: dict[int, bytes] | None = (
-            {} if len(original) * 256 <= PATTERN_CACHE_BYTES else None)
+        self._cache: dict[int, bytes] = {}
+        self._uses = [0] * 256 if len(original) * 256 <= PATTERN_CACHE_BYTES else None
 
     def __len__(self) -> int:
         return len(self._odd)
 
     def get(self, testcalls: int, offset: int, size: int) -> bytes:
         c = testcalls & 0xFF
-        cache = self._cache
-        if cache is None:
-            return self._odd[offset:offset + size].translate(_ADD[c])
-        whole = cache.get(c)
-        if whole is None:
-            whole = cache[c] = self._odd.translate(_ADD[c])
-        return whole[offset:offset + size]
+        whole = self._cache.get(c)
+        if whole is not None:
+            return whole[offset:offset + size]
+        uses = self._uses
+        if uses is not None:
+            uses[c] += 1
+            if uses[c] > PATTERN_CACHE_AFTER:
+                whole = self._cache[c] = self._odd.translate(_ADD[c])
+                return whole[offset:offset + size]
+        return self._odd[offset:offset + size].translate(_ADD[c])
 
 
 class FileModel:
