@@ -42,7 +42,7 @@ class SpeedResult:
     name: str
     samples_ms: list[float]
     nbytes: int                       # bytes covered by one pass
-    counters: dict[str, int] = dataclasses.field(default_factory=dict)  # summed over passes
+    counters: dict[str, int] = dataclasses.field(default_factory=dict)  # summed, non-zero
 
     @property
     def ms(self) -> float:
@@ -188,7 +188,8 @@ def run_speedtest(dev: MTDDevice, passes: int = 1, count: int = 0, seed: int = 1
         report(names[13], "already erased erase")
     say("finished")
     nbytes = len(good) * esz
-    return [SpeedResult(name, rec.samples[name], nbytes, rec.counters.get(name, {}))
+    return [SpeedResult(name, rec.samples[name], nbytes,
+                        {k: v for k, v in rec.counters.get(name, {}).items() if v})
             for name in names]
 
 

@@ -12,7 +12,7 @@ import pytest
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.model.blockdev import BlockDevice
 from pytest_folio.model.constants import PAGE_SIZE
-from pytest_folio.mtdtests import MTDTestError, check_bounds, check_readonly
+from pytest_folio.mtdtests import MTDTestError, check_bounds, check_readonly, run_speedtest
 from pytest_folio.mtdtests.block2mtd import (
     check_api_paths_agree,
     check_dropped_folio_race,
@@ -128,3 +128,19 @@ def test_readonly_reference_passes_the_readonly_and_range_checks() -> None:
     dev = Block2MTD(BlockDevice(1 << 20, read_only=True), 128 << 10)
     check_readonly(dev, erase=True)
     check_bounds(dev, write=False)
+
+
+def test_speed_rows_carry_the_models_counters_as_the_seed_describes_them() -> None:
+    pages = (1 << 20) // PAGE_SIZE
+    page = {r.name: r.counters for r in run_speedtest(reference("page", order=2))}
+    folio = {r.name: r.counters for r in run_speedtest(reference("folio", order=2))}
+    # one compound_head per page read, four per page written or erased, none on folios
+    assert page["Eraseblock read (128 KiB)"]["compound_head"] == pages
+    assert page["Eraseblock write (128 KiB)"]["compound_head"] == 4 * pages
+    assert page["Erase, blocks hold data"]["compound_head"] == 4 * pages
+    assert all("compound_head" not in counters for counters in folio.values())
+    assert folio["Eraseblock read (128 KiB)"]["folio_lookups"] == pages // 4
+    # an erase of erased blocks skips every page and dirties nothing
+    for counters in (page, folio):
+        assert counters["Erase, already erased"]["erase_pages_skipped"] == pages
+        assert "erase_pages_written" not in counters["Erase, already erased"]

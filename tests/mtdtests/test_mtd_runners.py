@@ -93,9 +93,9 @@ class CountingRam(RamMTD):
 def test_speed_io_sizes_counters_and_multiblock_erase_lengths() -> None:
     dev = CountingRam(size=640 << 10, erasesize=64 << 10)   # 10 eraseblocks
     results = {r.name: r for r in run_speedtest(dev)}
-    assert results["Page write (512 B)"].counters == {"writes": 10 * 128, "erases": 0}
+    assert results["Page write (512 B)"].counters == {"writes": 10 * 128}
     assert results["2-page write (1 KiB)"].counters["writes"] == 10 * 64
-    assert results["Erase, blocks hold data"].counters == {"writes": 0, "erases": 10}
+    assert results["Erase, blocks hold data"].counters == {"erases": 10}
     erases = [c for c in dev.calls if c[0] == "erase"]
     # 4 setup/timed full erases of 10 blocks, then 2x..64x multi-block, then once more.
     multi = erases[40:-10]
