@@ -14,7 +14,7 @@ run() {
     python -m pytest -q -p no:cacheprovider "$here/test_block2mtd_speed.py" \
         --folio-mtd-size "${SIZE:-256M}" --folio-orders "${ORDERS:-0,2,4}" \
         --folio-mtd "$1" --folio-save "$2" ${EXTRA:-} >"$2.log"
-    tail -n 1 "$2.log"
+    tail -n 1 "$2.log" >&2
 }
 run "${BASE_MTD:-reference:api=page}" "$out/block2mtd-base.json"
 run "${PATCHED_MTD:-reference:api=folio}" "$out/block2mtd-patched.json"

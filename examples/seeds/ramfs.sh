@@ -15,5 +15,5 @@ save="$out/ramfs-$(echo "$sizes" | tr , _).json"
 python -m pytest -q -p no:cacheprovider "$here/test_ramfs_bw.py" \
     --folio-fs "${FS:-reference}" --folio-block-sizes "$sizes" --folio-save "$save" \
     ${EXTRA:-} >"$save.log"
-tail -n 1 "$save.log"
+tail -n 1 "$save.log" >&2
 python -m pytest_folio bandwidth "$save" ${BANDWIDTH:-}

@@ -49,25 +49,22 @@ def run_compare(args: argparse.Namespace) -> int:
             require_matplotlib()
         except PlotError as exc:
             raise CommandError(str(exc)) from None
+    if args.counter and args.format in ("csv", "json"):
+        raise CommandError("--counter prints extra tables: use --format grid or markdown")
     base, patched = _load(args.base), _load(args.patched)
-    comparisons = [compare_runs(base, patched, statistic=args.statistic)]
-    comparisons += [compare_counter(base, patched, c) for c in args.counter]
     try:
+        comparisons = [compare_runs(base, patched, statistic=args.statistic)]
+        comparisons += [compare_counter(base, patched, c) for c in args.counter]
         if args.row:
             comparisons = [select_rows(c, args.row) for c in comparisons]
         if not comparisons[0].groups:
             raise CommandError("no timings in either file")
-        for name, c in zip(args.counter, comparisons[1:], strict=True):
-            if not c.groups:
-                raise CommandError(f"no counter {name!r} in either file")
         if args.plot:
             plot_comparison(comparisons[0], args.plot)
     except (ValueError, PlotError) as exc:
         raise CommandError(str(exc)) from None
-    texts = [table.render(c, args.format) for c in comparisons]
-    if args.format == "grid":
-        for name, c in zip(args.counter, comparisons[1:], strict=True):
-            texts[args.counter.index(name) + 1] = f"\n{c.what}:\n" + table.grid(c)
+    texts = [table.render(comparisons[0], args.format)]
+    texts += [f"\n{c.what}:\n{table.render(c, args.format)}" for c in comparisons[1:]]
     print("".join(texts), end="")
     return 0
 

@@ -177,16 +177,25 @@ def compare_runs(base: TimingRun, patched: TimingRun, alpha: float = ALPHA,
 
 
 def counter_per_pass(counter: str) -> Callable[[Record], list[float]]:
-    """Values for comparing a model counter: its total over the passes, divided by them."""
+    """Values for comparing a model counter: its total over the passes, divided by them.
+
+    A record with counters but not this one counted zero of it (snapshots may leave out
+    zeros); a record without counters (a real device) has no value.
+    """
     def values(record: Record) -> list[float]:
-        if counter not in record.counters:
+        if not record.counters:
             return []
-        return [record.counters[counter] / len(record.samples)]
+        return [record.counters.get(counter, 0) / len(record.samples)]
     return values
 
 
 def compare_counter(base: TimingRun, patched: TimingRun, counter: str) -> Comparison:
-    """Base against patched for one counter per pass; counters are exact, so never tested."""
+    """Base against patched for one counter per pass; counters are exact, so never tested.
+
+    A counter that neither run recorded is a ValueError.
+    """
+    if not any(counter in r.counters for run in (base, patched) for r in run.records):
+        raise ValueError(f"no counter {counter!r} in either file")
     comparison = compare_runs(base, patched, values=counter_per_pass(counter), exact=True,
                               unit=counter)
     comparison.groups = [g for g in comparison.groups

@@ -90,6 +90,8 @@ def test_other_formats(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
      "no item named 'Nope'"),
     (["compare", "{d}/base.json", "{d}/patched.json", "--counter", "nope"],
      "no counter 'nope' in either file"),
+    (["compare", "{d}/base.json", "{d}/patched.json", "--counter", "compound_head",
+      "--format", "csv"], "--counter prints extra tables: use --format grid or markdown"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["bandwidth", "{d}/base.json"], "no item with a block size and a bandwidth"),
 ])

@@ -1,0 +1,63 @@
+"""The seed reproductions in examples/seeds run end to end (at small sizes, for speed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from pytest_folio.timing.storage import load_run
+
+SEEDS = Path(__file__).resolve().parents[2] / "examples" / "seeds"
+ROWS = ["Eraseblock read (128 KiB)", "Eraseblock write (128 KiB)", "Page read (512 B)",
+        "Page write (512 B)", "2-page read (1 KiB)", "2-page write (1 KiB)",
+        "Erase, blocks hold data (mtd_speedtest)", "Erase, already erased (MEMERASE ioctl)"]
+
+
+def run(*args: str | Path, cwd: Path) -> str:
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_block2mtd_seed_table_and_compound_head_counts(tmp_path: Path) -> None:
+    text = run("env", f"OUT={tmp_path}", "SIZE=1M", "sh", SEEDS / "block2mtd.sh",
+               cwd=tmp_path)
+    lines = text.splitlines()
+    assert lines[0].startswith("+------------------------------+-------+--------")
+    assert lines[1].startswith("| Test                         | Folio |   ")
+    assert lines[2] == lines[0]
+    names = [line[2:30].strip() for line in lines if line.startswith("| ") and
+             not line.startswith("| Test")]
+    shown = " ".join(n for n in names if n)
+    for row in ROWS:                      # every row of the cover letter, wrapped as there
+        assert row in shown
+    assert "| Erase, blocks hold data      |   4K  |" in text
+    assert "| (mtd_speedtest)              |  16K  |" in text
+    # 1 MiB = 256 pages; the seed: one compound_head per page less on read, four on
+    # write and erase
+    counters = text[text.index("compound_head per pass:"):]
+    for row, per_page in (("Eraseblock read (128 KiB)", 1), ("Eraseblock write (128 KiB)", 4),
+                          ("Erase, blocks hold data", 4)):
+        block = counters[counters.index(f"| {row}"):].splitlines()[:3]
+        for line, folio in zip(block, ("4K", "16K", "64K"), strict=True):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            assert cells[1:4] == [folio, str(256 * per_page), "0"], line
+    base = load_run(tmp_path / "block2mtd-base.json")
+    assert {r.target for r in base.records} == {"reference:api=page,retry=on"}
+    assert all(len(r.samples) == 5 for r in base.records)
+
+
+def test_ramfs_seed_bandwidth_table(tmp_path: Path) -> None:
+    example = tmp_path / "seeds"
+    shutil.copytree(SEEDS, example)
+    module = example / "test_ramfs_bw.py"
+    module.write_text(module.read_text().replace("TOTAL = 128 << 20", "TOTAL = 4 << 20"))
+    text = run("env", f"OUT={tmp_path}", "SIZES=4k,64k,2M", "sh", example / "ramfs.sh",
+               cwd=tmp_path)
+    lines = text.splitlines()
+    assert lines[1:3] == ["|  bs  | BW(GB/s) |", "+------+----------+"]
+    assert [line[2:6].strip() for line in lines[3:6]] == ["4k", "64k", "2M"]
+    bandwidth = [float(line.split("|")[2]) for line in lines[3:6]]
+    assert bandwidth[2] > bandwidth[0] > 0          # larger folios write faster
