@@ -46,7 +46,8 @@ class FsxSuite:
         try:
             return parse_fsx_args(self.fsx_args, self.fsx_options)
         except ValueError as exc:
-            pytest.fail(f"{type(self).__name__}.fsx_args: {exc}", pytrace=False)
+            problem = f"{type(self).__name__}.fsx_args: {exc}"
+        pytest.fail(problem, pytrace=False)
 
     def test_fsx(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         result = fsx(filesystem, self.fsx_settings())

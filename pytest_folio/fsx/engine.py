@@ -826,10 +826,14 @@ class FsxEngine:
         self.close()
         self.prt(f"All {self.testcalls} operations completed A-OK!")
         self.prt(summary_line(self.result(), self.fs))
-        if self.record and self.artifacts is not None:
-            ops = write_fsxops(f"{self.artifacts}.fsxops", self.log)
-            self.prt(f'Log of operations saved to "{ops}"; replay with --replay-ops')
         return self.result()
+
+    def _record(self) -> None:
+        """fsx --record-ops: keep the log of a passing run too."""
+        assert self.artifacts is not None
+        self.artifacts.parent.mkdir(parents=True, exist_ok=True)
+        ops = write_fsxops(f"{self.artifacts}.fsxops", self.log)
+        self.prt(f'Log of operations saved to "{ops}"; replay with --replay-ops')
 
     def close(self) -> None:
         """Close the file if it is open (also after a failure)."""
@@ -862,7 +866,7 @@ class FsxEngine:
             else:
                 self._replay(replay)
             self._elapsed = time.perf_counter() - began
-            return self.finish()
+            self.finish()
         except FsxFailure:
             raise
         except Exception as exc:  # the target crashed: report it with the log
@@ -874,6 +878,9 @@ class FsxEngine:
         finally:
             self._elapsed = self._elapsed or time.perf_counter() - began
             self.close()
+        if self.record and self.artifacts is not None:
+            self._record()
+        return self.result()
 
     def _replay(self, entries: Iterable[LogEntry]) -> None:
         """fsx --replay-ops: skipped entries are logged again without running."""

@@ -1,0 +1,124 @@
+"""The suite as users run it: the ready-to-run module, a subclass with its own fixture,
+the failure message with its .fsxops file and replay command, and the replay itself."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+USER_MODULE = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+
+import pytest
+from fsx_broken import PunchHoleOffByOnePage
+from fsx_memfs import MemFS
+from pytest_folio.suites.fsx import FsxSuite
+
+
+class TestHealthy(FsxSuite):
+    fsx_args = "-l 64k -o 16k"
+
+    @pytest.fixture
+    def filesystem(self):
+        return MemFS()
+
+
+class TestBroken(FsxSuite):
+    @pytest.fixture
+    def filesystem(self):
+        return PunchHoleOffByOnePage(MemFS())
+"""
+
+
+def test_ready_to_run_module_at_each_block_size(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fsx", "-v",
+        "--folio-fs=reference:features=full", "--folio-block-sizes=4k,2M",
+        "--folio-fsx-ops=2000", "--folio-fsx-seed=5", "-k", "not hypothesis")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*TestFsx::test_fsx?4K? PASSED*",
+                                 "*TestFsx::test_fsx?2M? PASSED*"])
+
+
+def test_subclass_with_own_fixture_fails_with_replay_command(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user=USER_MODULE)
+    fsx_dir = pytester.path / "fsxlogs"
+    result = pytester.runpytest_subprocess(
+        "-p", "pytest_folio", "--folio-fsx-seed=3", "--folio-fsx-ops=3000",
+        "--folio-block-sizes=4k", f"--folio-fsx-dir={fsx_dir}", "-rf", "-k",
+        "not hypothesis")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    # the fsx report section: fsx's own formats
+    assert "READ BAD DATA: offset = 0x" in out
+    assert "OFFSET\tGOOD\tBAD\tRANGE" in out
+    assert re.search(r"LOG DUMP \(\d+ total operations\):", out)
+    assert "All 3000 operations completed A-OK!" not in out  # passing output stays quiet
+    summary = re.search(r"fsx: READ BAD DATA: .*first bad offset (0x[0-9a-f]+)", out)
+    assert summary is not None
+    ops = fsx_dir / "test_user.py_TestBroken_test_fsx_4K.fsxops"
+    assert f"fsx: operation log: {ops}" in out
+    replay = re.search(r"fsx: replay it: (python -m pytest .*)", out)
+    assert replay is not None
+    words = shlex.split(replay.group(1))
+    assert words[:5] == ["python", "-m", "pytest", "-p", "pytest_folio"]
+    assert words[5] == f"{pytester.path / 'test_user.py'}::TestBroken::test_fsx[4K]"
+    assert f"--folio-fsx-replay={ops}" in words and "--folio-fsx-seed=3" in words
+    assert re.search(r"fsx: rerun the random run: python -m pytest .*--folio-fsx-ops=3000",
+                     out)
+    # the passing classes kept their logs too (--folio-fsx-dir records them)
+    assert (fsx_dir / "test_user.py_TestHealthy_test_fsx_4K.fsxops").is_file()
+
+    # run the printed command: the replay fails the same way, at the same offset
+    again = pytester.runpytest_subprocess(*words[3:], "-rf")
+    again.assert_outcomes(failed=1)
+    again_out = again.stdout.str()
+    assert f"fsx: replaying {ops} (" in again_out
+    assert f"first bad offset {summary.group(1)}" in again_out
+    assert "rerun the random run" not in again_out
+
+
+def test_replay_file_errors_are_usage_errors(pytester: pytest.Pytester) -> None:
+    bad = pytester.path / "bad.fsxops"
+    bad.write_text("write 0x0 0x10 0x0\nsplice 0x0 0x0 0x0\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "pytest_folio", f"--folio-fsx-replay={bad}", "--pyargs",
+        "pytest_folio.suites.test_fsx")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: --folio-fsx-replay: {bad}:2: parse error: unknown operation 'splice'*"])
+    missing = pytester.runpytest_subprocess(
+        "-p", "pytest_folio", "--folio-fsx-replay=nope.fsxops", "--pyargs",
+        "pytest_folio.suites.test_fsx")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["ERROR: --folio-fsx-replay: cannot read nope.fsxops*"])
+
+
+def test_bad_fsx_args_in_a_subclass_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_args=f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+import pytest
+from fsx_memfs import MemFS
+from pytest_folio.suites.fsx import FsxSuite
+
+class TestArgs(FsxSuite):
+    fsx_args = "-l zero"
+
+    @pytest.fixture
+    def filesystem(self):
+        return MemFS()
+""")
+    result = pytester.runpytest_subprocess("-p", "pytest_folio", "-k", "test_fsx and not hyp",
+                                           "--folio-block-sizes=4k")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TestArgs.fsx_args: fsx: not a number: 'zero'*"])
+    assert "Traceback" not in result.stdout.str()
+    assert "During handling" not in result.stdout.str()
