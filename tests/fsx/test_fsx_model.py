@@ -1,0 +1,59 @@
+"""The model of the file (fsx's good_buf) and fsx's data pattern."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_folio.fsx.model import PATTERN_CACHE_AFTER, DataPattern, FileModel
+
+
+def test_gendata_even_bytes_are_the_op_number_odd_bytes_add_the_seeded_byte() -> None:
+    original = random.Random(1).randbytes(512)
+    pattern = DataPattern(original)
+    for testcalls in range(PATTERN_CACHE_AFTER + 3):  # computed, then from the cache
+        got = pattern.get(300 + testcalls, 3, 9)
+        c = (300 + testcalls) % 256
+        assert got == bytes((c + (original[i] if i % 2 else 0)) & 0xFF for i in range(3, 12))
+
+
+def test_write_past_eof_zero_fills_the_hole() -> None:
+    model = FileModel(64)
+    model.write(0, b"abcd")
+    model.truncate(2)
+    model.write(6, b"xy")
+    assert model.contents() == b"ab\0\0\0\0xy"
+
+
+def test_truncate_up_after_down_reads_zeroes() -> None:
+    model = FileModel(16)
+    model.write(0, b"12345678")
+    model.truncate(3)
+    model.truncate(6)
+    assert model.contents() == b"123\0\0\0"
+
+
+@pytest.mark.parametrize(("keep", "expected"), [(True, b"abcd"), (False, b"abcd\0\0\0\0")])
+def test_fallocate_extends_only_without_keep_size(keep: bool, expected: bytes) -> None:
+    model = FileModel(16)
+    model.write(0, b"abcd")
+    model.fallocate(2, 6, keep_size=keep)
+    assert model.contents() == expected
+
+
+def test_punch_zero_collapse_insert_copy() -> None:
+    model = FileModel(32)
+    model.write(0, b"0123456789")
+    model.punch_hole(8, 10)                 # clipped at EOF
+    assert model.contents() == b"01234567\0\0"
+    model.zero_range(1, 2, keep_size=True)
+    assert model.contents() == b"0\0\x0034567\0\0"
+    model.zero_range(9, 3, keep_size=False)  # extends
+    assert model.size == 12
+    model.collapse_range(2, 4)
+    assert model.contents() == b"0\x0067\0\0\0\0"
+    model.insert_range(1, 2)
+    assert model.contents() == b"0\0\0\x0067\0\0\0\0"
+    model.copy_range(4, 2, 12)
+    assert model.contents() == b"0\0\0\x0067\0\0\0\0\0\x0067"
