@@ -33,39 +33,43 @@ def require_matplotlib() -> Any:
 def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int:
     """Draw ``comparison`` into ``path`` (format from the suffix); returns the lines drawn."""
     plt = require_matplotlib()
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(11, 6), layout="constrained")
     drawn = 0
     sizes: set[int] = set()
     units: set[str] = set()
+    values: list[float] = []
     try:
         for n, group in enumerate(comparison.groups):
-            points = []
-            for row in group.rows:
-                try:
-                    points.append((parse_size(row.label), row.base_value, row.patched_value))
-                except ValueError:
-                    continue
-            if not points:
-                continue
             color = f"C{n % 10}"
-            sizes.update(p[0] for p in points)
-            units.add(group.unit)
-            for side, style, label in ((1, "--", "base"), (2, "-", "patched")):
-                xs = [p[0] for p in points if p[side] is not None]
-                ys = [p[side] for p in points if p[side] is not None]
+            for style, label in (("--", "base"), ("-", "patched")):
+                xs: list[int] = []
+                ys: list[float] = []
+                for row in group.rows:
+                    value = row.base_value if label == "base" else row.patched_value
+                    try:
+                        size = parse_size(row.label)
+                    except ValueError:
+                        continue
+                    if value is not None:
+                        xs.append(size)
+                        ys.append(value)
                 if xs:
+                    sizes.update(xs)
+                    units.add(group.unit)
                     ax.plot(xs, ys, style, marker="o", color=color,
-                            label=f"{group.name} ({label})")
+                            label=group.name if label == "patched" else None)
+                    values.extend(ys)
                     drawn += 1
         if not drawn:
             raise PlotError("nothing to plot: no item has a folio size")
         ax.set_xscale("log", base=2)
+        if min(values) > 0 and max(values) / min(values) > 20:
+            ax.set_yscale("log")          # items of very different cost stay readable
         ax.set_xticks(sorted(sizes), [format_size(x) for x in sorted(sizes)])
         ax.set_xlabel("folio size")
         ax.set_ylabel(f"{comparison.what} ({', '.join(sorted(units))})")
         ax.set_title("base (dashed) against patched (solid)")
-        ax.legend(fontsize="x-small")
-        fig.tight_layout()
+        fig.legend(loc="outside right upper", fontsize="x-small")
         try:
             fig.savefig(path)
         except (OSError, ValueError) as exc:
