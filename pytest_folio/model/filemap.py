@@ -402,7 +402,8 @@ class AddressSpace:
     def split_folio(self, folio: Folio, new_order: int | None = None) -> bool:
         """Split a cached folio into folios of ``new_order`` (default: the minimum
         order, never below it). False when it cannot be split: already at that order,
-        or someone else holds a reference (the kernel cannot freeze the refcount)."""
+        or someone else holds a reference (the kernel cannot freeze the refcount).
+        A locked folio's lock stays with its first piece only, as after split_folio."""
         new_order = self._min_order if new_order is None else new_order
         if new_order < self._min_order:
             raise ValueError(f"cannot split below the mapping's minimum order "
@@ -423,7 +424,7 @@ class AddressSpace:
             piece = Folio(memory, folio.pfn + k, new_order)
             piece.uptodate = folio.uptodate
             piece.dirty = folio.dirty
-            piece.locked = folio.locked
+            piece.locked = folio.locked and k == 0
             piece.referenced = folio.referenced
             self._insert(piece, folio.index + k)
         self.stats.splits += 1
@@ -550,6 +551,8 @@ class AddressSpace:
     def filemap_read(self, pos: int, length: int) -> bytes:
         """``length`` bytes at ``pos`` through the cache; misses are read ahead with
         growing folio order. The caller clamps to its file size."""
+        if pos < 0:
+            raise OSError(errno.EINVAL, f"filemap_read at negative position {pos}")
         if length <= 0:
             return b""
         end = pos + length
@@ -585,6 +588,8 @@ class AddressSpace:
         the write's length, like iomap's ``fgf_set_order``), reading a folio first when
         the write covers only part of a folio that is not uptodate. Marks folios dirty;
         the caller updates its file size. Returns the bytes written."""
+        if pos < 0:
+            raise OSError(errno.EINVAL, f"generic_perform_write at negative position {pos}")
         src = memoryview(data).cast("B")
         total = len(src)
         folios = self._folios

@@ -100,8 +100,9 @@ def folio_get(folio: Folio) -> None:
 
 def folio_put(folio: Folio) -> None:
     """Drop a reference; the last one frees the folio's pages."""
-    if folio.refcount <= 0:
-        raise RuntimeError(f"folio_put: folio at index {folio.index} has no reference left")
+    if folio.refcount <= 0 or (folio.refcount == 1 and folio.mapping is not None):
+        raise RuntimeError(f"folio_put: folio at index {folio.index} has no reference of "
+                           "the caller's left (one put too many)")
     folio.refcount -= 1
     if folio.refcount == 0:
         folio.memory.free_pages(folio.pfn, folio.order)

@@ -505,3 +505,34 @@ def test_store_ops_helper_matches_the_protocol() -> None:
     mapping = AddressSpace(PhysicalMemory(pages(4)), ops)
     folio_put(mapping.read_mapping_folio(3))                   # beyond the store: zeroes
     assert mapping.filemap_read(pages(3), 4) == bytes(4)
+
+
+def test_one_put_too_many_is_caught_before_it_frees_cached_memory() -> None:
+    mapping, _ = make_mapping()
+    folio = mapping.read_mapping_folio(0)
+    folio_put(folio)
+    with pytest.raises(RuntimeError, match="one put too many"):
+        folio_put(folio)
+    assert folio.refcount == 1 and mapping.memory.allocated.get(folio.pfn) == 0
+
+
+def test_split_of_a_locked_folio_leaves_the_lock_on_the_first_piece() -> None:
+    mapping, _ = make_mapping(0, 4)
+    folio = mapping.filemap_get_folio_flags(0, FGP_CREAT, order=2)   # locked, 2 refs
+    assert folio is not None
+    assert mapping.split_folio(folio) is False                        # a reference is held
+    folio_put(folio)
+    assert mapping.split_folio(folio, 1) is True
+    assert [(f.index, f.order, f.locked) for f in mapping.folios()] == \
+        [(0, 1, True), (2, 1, False)]
+    with pytest.raises(ValueError, match="below the mapping's minimum order"):
+        mapping.split_folio(mapping.folios()[1], -1)
+
+
+def test_negative_positions_are_einval() -> None:
+    mapping, _ = make_mapping()
+    for call in (lambda: mapping.filemap_read(-1, 4),
+                 lambda: mapping.generic_perform_write(-4096, b"x")):
+        with pytest.raises(OSError) as info:
+            call()
+        assert info.value.errno == errno.EINVAL
