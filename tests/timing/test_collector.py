@@ -171,3 +171,27 @@ def test_bad_samples_fail_the_test_that_made_them(pytester: pytest.Pytester) -> 
     result = pytester.runpytest("--folio-save=run.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*measurement 'bad': sample nan is not a finite number*"])
+
+
+def test_timer_repeat_and_counter_deltas(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        class Stats:
+            def __init__(self):
+                self.calls = 0
+            def snapshot(self):
+                return {"compound_head": self.calls * 4, "untouched": 9}
+
+        def test_counted(folio_timer, block_size):
+            stats = Stats()
+            samples = folio_timer.repeat("noop", lambda: None, passes=4)
+            assert len(samples) == 4 and all(s >= 0 for s in samples)
+            for _ in range(3):
+                with folio_timer("work", stats=stats, bytes=4096):
+                    stats.calls += 5
+    """)
+    result = pytester.runpytest("--folio-block-sizes=64k", "--folio-save=run.json")
+    result.assert_outcomes(passed=1)
+    noop, work = load_run(pytester.path / "run.json").records
+    assert (noop.name, len(noop.samples), noop.params) == ("noop", 4, {"bs": "64K"})
+    assert (work.name, len(work.samples), work.extra) == ("work", 3, {"bytes": 4096})
+    assert work.counters == {"compound_head": 60, "untouched": 0}   # summed over samples
