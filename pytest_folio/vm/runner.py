@@ -59,7 +59,8 @@ MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the RAM disk
 
 # Host variables the guest's pytest should see; everything else is set fresh.
 PASSED_ENV = ("PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "LANG", "LC_ALL",
-              "PYTEST_ADDOPTS", "PY_COLORS", "NO_COLOR", "COLUMNS")
+              "PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PY_COLORS", "NO_COLOR",
+              "COLUMNS")
 
 
 def _size(text: str) -> int:
@@ -187,13 +188,20 @@ def split_save(pytest_args: list[str]) -> tuple[list[str], Path | None]:
     return out, save
 
 
-def guest_pytest_argv(python: str, pytest_args: list[str]) -> list[str]:
+def guest_pytest_argv(python: str, pytest_args: list[str], mtd_size: int,
+                      erasesize: int) -> list[str]:
     """pytest's command line in the guest: the kernel targets first, so the user's
-    own ``--folio-mtd``/``--folio-fs`` (later on the line) still win."""
+    own ``--folio-mtd``/``--folio-fs`` (later on the line) still win.
+
+    The reference device gets the kernel device's geometry, so differential tests compare
+    like with like. ``-p pytest_folio`` keeps the plugin when the user turned plugin
+    autoloading off (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1: the fastest start under TCG).
+    """
     # --opt=value: pytest takes a bare argument naming an existing path into its rootdir
     # guess, and /dev/mtd0 would make the rootdir "/".
-    return [python, "-m", "pytest", "-p", "no:cacheprovider",
+    return [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
             "--folio-mtd=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}",
+            f"--folio-mtd-size={mtd_size}", f"--folio-erasesize={erasesize}",
             "--folio-allow-destructive", *pytest_args]
 
 
@@ -203,8 +211,9 @@ def guest_env(environ: dict[str, str], colors: bool) -> dict[str, str]:
     env.update(HOME=f"{GUEST_RUN}/home", TMPDIR=GUEST_TMP, PYTHONDONTWRITEBYTECODE="1",
                PYTHONUNBUFFERED="1", PYTEST_FOLIO_VM="1",
                HYPOTHESIS_STORAGE_DIRECTORY=f"{GUEST_TMP}/hypothesis")
-    if colors and "NO_COLOR" not in env:
-        env.setdefault("PY_COLORS", "1")
+    # the guest's console is a tty, so pytest would colour even into a host pipe
+    if "NO_COLOR" not in env:
+        env.setdefault("PY_COLORS", "1" if colors else "0")
     return env
 
 
@@ -306,7 +315,8 @@ class VMRun:
         job = GuestJob(
             modules=[name for name, _ in modules], module_params=params,
             mtd_size=self.opts.mtd_size, erasesize=self.opts.erasesize, cwd=os.getcwd(),
-            argv=guest_pytest_argv(sys.executable, pytest_args),
+            argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
+                                   self.opts.erasesize),
             env=guest_env(self.environ, self.out.isatty()))
         with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
             work = Path(tmp)

@@ -97,8 +97,9 @@ def test_run_streams_output_and_returns_pytest_status(fake: Path,
     inner = shlex.split(outer[outer.index("-c") + 1])
     assert inner[:3] == ["cd", str(fake), "&&"]
     assert inner[inner.index("exec") + 1:] == [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--folio-mtd=/dev/mtd0",
-        f"--folio-fs={GUEST_RAMFS}", "--folio-allow-destructive",
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
+        "--folio-mtd=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}", "--folio-mtd-size=16777216",
+        "--folio-erasesize=131072", "--folio-allow-destructive",
         "-k", "not slow", "--folio-save=/run/folio/out/timings.json"]
     assert "reboot" not in out  # the console after the exit mark is not pytest's
     assert "folio-vm: [    0.000000] Linux version 6.1.0-fake" in err
@@ -225,10 +226,12 @@ def test_split_save_forms() -> None:
 
 
 def test_guest_argv_puts_the_kernel_targets_before_user_arguments() -> None:
-    argv = guest_pytest_argv("/usr/bin/python3", ["--folio-mtd", "reference", "t.py"])
+    argv = guest_pytest_argv("/usr/bin/python3", ["--folio-mtd", "reference", "t.py"],
+                             4 << 20, 64 << 10)
     assert argv[:3] == ["/usr/bin/python3", "-m", "pytest"]
     assert argv.index("--folio-mtd=/dev/mtd0") < argv.index("--folio-mtd")
     assert "/dev/mtd0" not in argv  # a bare path would drag pytest's rootdir to /
+    assert "--folio-mtd-size=4194304" in argv and "--folio-erasesize=65536" in argv
 
 
 def test_guest_env_is_fresh_but_keeps_the_interpreter_setup() -> None:
@@ -239,6 +242,7 @@ def test_guest_env_is_fresh_but_keeps_the_interpreter_setup() -> None:
     assert env["HOME"].startswith("/run/folio") and env["TMPDIR"].startswith("/run/folio")
     assert env["PY_COLORS"] == "1" and env["PYTEST_FOLIO_VM"] == "1"
     assert "PY_COLORS" not in guest_env({"NO_COLOR": "1"}, colors=True)
+    assert guest_env({}, colors=False)["PY_COLORS"] == "0"
 
 
 def test_kernel_cmdline_carries_builtin_parameters() -> None:
