@@ -37,7 +37,7 @@ class TestBroken(FsxSuite):
 
 
 def test_ready_to_run_module_at_each_block_size(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fsx", "-v",
         "--folio-fs=reference:features=full", "--folio-block-sizes=4k,2M",
         "--folio-fsx-ops=2000", "--folio-fsx-seed=5", "-k", "not hypothesis")
@@ -50,7 +50,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_MODULE)
     fsx_dir = pytester.path / "fsxlogs"
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "pytest_folio", "--folio-fsx-seed=3", "--folio-fsx-ops=3000",
         "--folio-block-sizes=4k", f"--folio-fsx-dir={fsx_dir}", "-rf", "-k",
         "not hypothesis")
@@ -77,7 +77,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
     assert (fsx_dir / "test_user.py_TestHealthy_test_fsx_4K.fsxops").is_file()
 
     # run the printed command: the replay fails the same way, at the same offset
-    again = pytester.runpytest_subprocess(*words[3:], "-rf")
+    again = pytester.runpytest(*words[3:], "-rf")
     again.assert_outcomes(failed=1)
     again_out = again.stdout.str()
     assert f"fsx: replaying {ops} (" in again_out
@@ -88,13 +88,13 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
 def test_replay_file_errors_are_usage_errors(pytester: pytest.Pytester) -> None:
     bad = pytester.path / "bad.fsxops"
     bad.write_text("write 0x0 0x10 0x0\nsplice 0x0 0x0 0x0\n")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "pytest_folio", f"--folio-fsx-replay={bad}", "--pyargs",
         "pytest_folio.suites.test_fsx")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         f"ERROR: --folio-fsx-replay: {bad}:2: parse error: unknown operation 'splice'*"])
-    missing = pytester.runpytest_subprocess(
+    missing = pytester.runpytest(
         "-p", "pytest_folio", "--folio-fsx-replay=nope.fsxops", "--pyargs",
         "pytest_folio.suites.test_fsx")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
@@ -116,9 +116,30 @@ class TestArgs(FsxSuite):
     def filesystem(self):
         return MemFS()
 """)
-    result = pytester.runpytest_subprocess("-p", "pytest_folio", "-k", "test_fsx and not hyp",
+    result = pytester.runpytest("-p", "pytest_folio", "-k", "test_fsx and not hyp",
                                            "--folio-block-sizes=4k")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*TestArgs.fsx_args: fsx: not a number: 'zero'*"])
     assert "Traceback" not in result.stdout.str()
     assert "During handling" not in result.stdout.str()
+
+
+def test_seed_chosen_once_gives_the_same_logs_serially_and_under_xdist(
+        pytester: pytest.Pytester) -> None:
+    common = ["-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fsx", "-k",
+              "test_fsx and not hypothesis", "--folio-fsx-ops=400",
+              "--folio-block-sizes=4k,16k"]
+    xdist = pytester.runpytest(*common, "-n", "2",
+                                          f"--folio-fsx-dir={pytester.path / 'xdist'}")
+    xdist.assert_outcomes(passed=2)
+    seed = re.search(r"fsx seed (\d+)", xdist.stdout.str())
+    assert seed is not None  # chosen on the controller, printed in the header
+    serial = pytester.runpytest(*common, f"--folio-fsx-seed={seed.group(1)}",
+                                           f"--folio-fsx-dir={pytester.path / 'serial'}")
+    serial.assert_outcomes(passed=2)
+    logs = sorted(p.name for p in (pytester.path / "xdist").glob("*.fsxops"))
+    assert len(logs) == 2
+    assert logs == sorted(p.name for p in (pytester.path / "serial").glob("*.fsxops"))
+    for name in logs:
+        assert (pytester.path / "xdist" / name).read_text() == (
+            pytester.path / "serial" / name).read_text()
