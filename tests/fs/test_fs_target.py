@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.model.ramfs import Ramfs
+from pytest_folio.targets import spec as spec_module
 from pytest_folio.targets.fs import resolve_fs_target
 from pytest_folio.targets.spec import TargetError
 
@@ -41,6 +42,27 @@ def test_bad_specs(spec: str, message: str) -> None:
         resolve_fs_target(spec)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_entry_point_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    class EntryPoint:
+        def load(self) -> object:
+            return lambda blocksize, root: Ramfs(blocksize=blocksize)
+
+    class Broken:
+        def load(self) -> object:
+            raise ImportError("no module named vendorfs")
+
+    monkeypatch.setattr(spec_module, "registered_targets",
+                        lambda: {"vendorfs": EntryPoint(), "brokenfs": Broken()})
+    target = resolve_fs_target("vendorfs")
+    assert target.kind == "factory" and target.per_block_size
+    with target.mount(65536) as fs:
+        assert isinstance(fs, Ramfs) and fs.blocksize == 65536
+    with pytest.raises(TargetError, match="cannot load registered target 'brokenfs'"):
+        resolve_fs_target("brokenfs")
+    with pytest.raises(TargetError, match=r"\(brokenfs, vendorfs\)"):
+        resolve_fs_target("otherfs")
 
 
 def test_a_file_is_not_a_directory(tmp_path: Path) -> None:

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pytest_folio.fixtures.fs import fs_target
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.invariants import check_mapping
 from pytest_folio.model.ramfs import DEFAULT_FEATURES, FULL_FEATURES, Ramfs
+from pytest_folio.plugin import settings
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -276,7 +278,18 @@ def test_unlinked_open_file_lives_until_close() -> None:
     assert fs.memory.nr_free == free
 
 
-def test_fixture_and_filesystem_default(ramfs: Ramfs, block_size: int,
-                                        filesystem: FileSystem) -> None:
-    assert ramfs.blocksize == block_size == filesystem.blocksize
-    assert isinstance(filesystem, Ramfs) and filesystem is not ramfs
+def test_ramfs_fixture(ramfs: Ramfs, block_size: int) -> None:
+    assert ramfs.blocksize == block_size and ramfs.features == DEFAULT_FEATURES
+
+
+def test_filesystem_fixture(filesystem: FileSystem, request: pytest.FixtureRequest) -> None:
+    """Whatever --folio-fs names: a working FileSystem (the reference at the block size)."""
+    assert isinstance(filesystem, FileSystem)
+    fd = filesystem.open("f", RW)
+    assert filesystem.pwrite(fd, b"data", 5) == 4
+    assert filesystem.pread(fd, 10, 0) == bytes(5) + b"data"
+    assert filesystem.listdir("") == ["f"]
+    filesystem.close(fd)
+    if fs_target(request.config).kind == "reference":
+        assert isinstance(filesystem, Ramfs)
+        assert filesystem.blocksize in settings(request.config).block_sizes
