@@ -32,7 +32,6 @@ PAGE_MASK = ~(PAGE_SIZE - 1)
 APIS = ("folio", "page")
 
 
-
 class _ErasedBytes(dict[int, bytes]):
     """``_ERASED[n]``: n bytes of 0xFF, made once, so checking a folio for "erased" is
     one memcmp (a dict lookup, cheaper per folio than any function call)."""
