@@ -32,6 +32,7 @@ from pytest_folio.timing.storage import (
 )
 
 REPORT_ATTR = "folio_measurements"
+CONTROLLER_HOST = "folio_controller_host"      # workerinput key
 _PENDING = pytest.StashKey[list[dict[str, Any]]]()
 _COUNT = pytest.StashKey[int]()
 
@@ -46,15 +47,30 @@ def _check_save_path(path: Path) -> None:
         raise pytest.UsageError(f"--folio-save {path}: directory {parent} is not writable")
 
 
+class XdistHosts:
+    """Tells every worker the controller's host name, so remote ones report theirs."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[CONTROLLER_HOST] = self.host
+
+
 class TimingCollector:
     """One per process; only the controller (or a serial run) keeps and saves records."""
 
     def __init__(self, config: pytest.Config, settings: FolioSettings) -> None:
         self.config = config
         self.settings = settings
-        self.workerid: str = getattr(config, "workerinput", {}).get("workerid", "")
+        workerinput: dict[str, Any] = getattr(config, "workerinput", {})
+        self.workerid: str = workerinput.get("workerid", "")
         self.is_worker = bool(self.workerid)
         self.host = socket.gethostname()
+        # a worker on another machine sends that machine's facts once, with a record
+        self.send_machine = self.is_worker and workerinput.get(CONTROLLER_HOST) not in (
+            None, self.host)
+        self.hosts: dict[str, dict[str, Any]] = {}
         self.order: dict[str, int] = {}
         self.received: list[tuple[int, int, dict[str, Any]]] = []
         self.base: TimingRun | None = None
@@ -90,6 +106,9 @@ class TimingCollector:
         record.samples = samples
         record.nodeid, record.worker, record.host = item.nodeid, self.workerid, self.host
         data = record.to_dict()
+        if self.send_machine:
+            data["machine"] = machine_facts(xdist_worker_count(self.config))
+            self.send_machine = False
         count = item.stash.get(_COUNT, 0)
         item.stash[_COUNT] = count + 1
         data["seq"] = [self.order.get(item.nodeid, len(self.order)), count]
@@ -112,6 +131,9 @@ class TimingCollector:
         if self.is_worker:
             return
         for data in getattr(report, REPORT_ATTR, None) or ():
+            machine = data.pop("machine", None)
+            if isinstance(machine, dict):
+                self.hosts[str(data.get("host"))] = machine
             seq = data.get("seq", [0, 0])
             self.received.append((int(seq[0]), int(seq[1]), data))
 
@@ -119,7 +141,7 @@ class TimingCollector:
         """Everything received, in collection order whatever the scheduling was."""
         records = [Record.from_dict(d) for *_, d in sorted(self.received, key=lambda t: t[:2])]
         s = self.settings
-        return TimingRun(records=records, machine=self.machine, settings={
+        return TimingRun(records=records, machine=self.machine, hosts=self.hosts, settings={
             "orders": list(s.orders), "block_sizes": list(s.block_sizes), "mtd": s.mtd,
             "fs": s.fs, "mtd_size": s.mtd_size, "erasesize": s.erasesize,
         })

@@ -47,8 +47,12 @@ def memcpy_bandwidth(nbytes: int = MEMCPY_BYTES, rounds: int = MEMCPY_ROUNDS) ->
 def xdist_worker_count(config: Any) -> int:
     """How many xdist workers the run asked for (0 when not distributed).
 
-    ``-n N`` becomes N popen specs in ``--tx``; ``--tx 2*popen`` counts 2.
+    ``-n N`` becomes N popen specs in ``--tx``; ``--tx 2*popen`` counts 2. A worker
+    knows the count from xdist's ``workerinput``.
     """
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return int(workerinput.get("workercount", 0))
     option = getattr(config, "option", None)
     if getattr(option, "dist", "no") == "no" and not getattr(option, "numprocesses", None):
         return 0

@@ -42,10 +42,15 @@ class Record(Measurement):
 
 @dataclasses.dataclass
 class TimingRun:
-    """One saved run: machine facts, the run's settings and every record in test order."""
+    """One saved run: machine facts, the run's settings and every record in test order.
+
+    ``machine`` is the controller's; ``hosts`` has the facts of every other host whose
+    xdist workers measured something (``--tx ssh=...``), by host name.
+    """
 
     records: list[Record]
     machine: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hosts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     created: str = dataclasses.field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
@@ -56,6 +61,7 @@ class TimingRun:
             "version": VERSION,
             "created": self.created,
             "machine": self.machine,
+            "hosts": self.hosts,
             "settings": self.settings,
             "measurements": [r.to_dict() for r in self.records],
         }
@@ -136,12 +142,13 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
     measurements = data.get("measurements")
     if not isinstance(measurements, list):
         raise TimingFileError(f"{where}: no measurements list")
-    for key in ("machine", "settings"):
+    for key in ("machine", "hosts", "settings"):
         if not isinstance(data.get(key, {}), dict):
             raise TimingFileError(f"{where}: {key!r} is not an object")
     return TimingRun(
         records=[_record(m, i, where) for i, m in enumerate(measurements)],
         machine=data.get("machine", {}),
+        hosts=data.get("hosts", {}),
         settings=data.get("settings", {}),
         created=str(data.get("created", "")),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from pytest_folio.timing.storage import load_run, save_run
@@ -79,7 +81,28 @@ def test_xdist_workers_merge_into_one_file(suite: pytest.Pytester, dist: list[st
     assert {r.worker for r in run.records} <= {"gw0", "gw1"}
     assert all(r.worker for r in run.records)
     assert run.machine["xdist_workers"] == 2
+    assert run.hosts == {}                         # the workers run on this machine
     assert not [p for p in suite.path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_workers_on_another_host_send_its_machine_facts(suite: pytest.Pytester) -> None:
+    # Pretend the controller is elsewhere, as under --tx ssh=...: each worker then
+    # measures its own machine once and sends the facts with its first record.
+    suite.makeconftest("""
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure_node(node):
+            node.workerinput["folio_controller_host"] = "controller.example"
+    """)
+    result = suite.runpytest_subprocess("--folio-orders=0", "--folio-save=run.json",
+                                        "--tx", "2*popen", "--dist", "load")
+    result.assert_outcomes(passed=7)
+    run = load_run(suite.path / "run.json")
+    (host, facts), = run.hosts.items()
+    assert host == socket.gethostname() == run.records[0].host
+    assert facts["memcpy_gbps"] > 0 and facts["xdist_workers"] == 2 and facts["cpu"]
+    assert all("machine" not in r.extra for r in run.records)
 
 
 def test_dead_worker_loses_only_its_test(pytester: pytest.Pytester) -> None:
