@@ -78,6 +78,7 @@ class TimingCollector:
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
         self.untested: list[str] = []
+        self.save_error = ""
         if self.is_worker:
             return
         if settings.compare_fail is not None and settings.compare is None:
@@ -153,7 +154,12 @@ class TimingCollector:
         run = self.run()
         s = self.settings
         if s.save is not None:
-            save_run(run, s.save)
+            try:
+                save_run(run, s.save)
+            except OSError as exc:          # disk full, directory gone: say so, fail
+                self.save_error = f"could not save timings to {s.save}: {exc.strerror or exc}"
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.base is not None:
             self.comparison = compare_runs(self.base, run)
             if s.compare_fail is not None:
@@ -175,7 +181,9 @@ class TimingCollector:
             return
         s = self.settings
         tr = terminalreporter
-        if s.save is not None:
+        if self.save_error:
+            tr.write_line(f"folio: {self.save_error}", red=True)
+        elif s.save is not None:
             tr.write_line(f"folio: saved {len(self.received)} measurements to {s.save}")
         if self.comparison is None:
             return

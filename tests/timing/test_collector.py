@@ -218,3 +218,19 @@ def test_timer_repeat_and_counter_deltas(pytester: pytest.Pytester) -> None:
     assert (noop.name, len(noop.samples), noop.params) == ("noop", 4, {"bs": "64K"})
     assert (work.name, len(work.samples), work.extra) == ("work", 3, {"bytes": 4096})
     assert work.counters == {"compound_head": 60, "untouched": 0}   # summed over samples
+
+
+def test_save_that_fails_at_the_end_is_one_line_and_fails_the_run(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import shutil
+
+        def test_removes_the_directory(folio_timer):
+            folio_timer.record("x", [1.0])
+            shutil.rmtree("out")
+    """)
+    (pytester.path / "out").mkdir()
+    result = pytester.runpytest("--folio-save=out/run.json")
+    result.stdout.fnmatch_lines(["folio: could not save timings to out/run.json: *"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Traceback" not in result.stdout.str()
