@@ -189,3 +189,14 @@ def test_bandwidth_table_is_the_ramfs_seed() -> None:
     values = [1.7, 2.4, 3.2, 4.0, 4.5, 4.8, 5.3, 5.5, 5.6, 5.6]
     rows = [(4096 << i, v) for i, v in enumerate(values)]
     assert table.bandwidth_table(rows) == SEED_RAMFS
+
+
+def test_a_wrapped_name_longer_than_its_rows_gets_blank_cells(make_run: RunFactory) -> None:
+    name = "Erase, already erased (MEMERASE ioctl)"
+    text = table.grid(compare_runs(make_run([(name, "64K", [26.5])]),
+                                   make_run([(name, "64K", [14.4])])))
+    assert text.splitlines()[3:6] == [
+        "| Erase, already erased        |  64K  |  26.50 |   14.40 |  -45.7% |",
+        "| (MEMERASE ioctl)             |       |        |         |         |",
+        "+------------------------------+-------+--------+---------+---------+",
+    ]
