@@ -209,6 +209,13 @@ class Ramfs:
             return directory, name, self._step(directory, name, path), trailing
         return directory, name, directory.children.get(name), trailing
 
+    def _ancestors(self, directory: Inode) -> list[Inode]:
+        """``directory`` and every directory above it, up to the root."""
+        chain = [directory]
+        while chain[-1] is not self.root:
+            chain.append(chain[-1].parent)
+        return chain
+
     def lookup(self, path: str) -> Inode:
         """The inode at ``path`` (ENOENT, ENOTDIR as the kernel's path walk)."""
         _, _, inode, trailing = self._walk(path)
@@ -557,14 +564,12 @@ class Ramfs:
             _fail(errno.EBUSY if sinode is self.root or not dname else errno.EINVAL, what)
         if not sinode.is_dir and (strailing or dtrailing):
             _fail(errno.ENOTDIR, what)
-        if sinode.is_dir:
-            ancestor = dparent
-            while True:
-                if ancestor is sinode:
-                    _fail(errno.EINVAL, f"{what}: a directory cannot move into itself")
-                if ancestor is self.root:
-                    break
-                ancestor = ancestor.parent
+        # do_renameat2's trap checks, before the types are compared
+        if sparent is not dparent:
+            if sinode in self._ancestors(dparent):
+                _fail(errno.EINVAL, f"{what}: a directory cannot move into itself")
+            if dinode is not None and dinode in self._ancestors(sparent):
+                _fail(errno.ENOTEMPTY, f"{what}: the target is an ancestor of the source")
         if dinode is sinode:
             return
         if dinode is not None:

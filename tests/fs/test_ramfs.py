@@ -242,6 +242,7 @@ def test_names_and_errnos() -> None:
     assert errno_of(lambda: fs.rename("d/f", "e")) == errno.EISDIR
     assert errno_of(lambda: fs.rename("e", "d/f")) == errno.ENOTDIR
     assert errno_of(lambda: fs.rename("e", "d")) == errno.ENOTEMPTY
+    assert errno_of(lambda: fs.rename("d/f", "d")) == errno.ENOTEMPTY    # onto an ancestor
     fs.rename("d", "e")                                     # over an empty directory
     assert fs.listdir("") == ["e"] and fs.stat("e/f").st_size == 0
     ro = fs.open("e/f", os.O_RDONLY)
