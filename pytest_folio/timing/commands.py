@@ -56,7 +56,8 @@ def run_compare(args: argparse.Namespace) -> int:
         comparisons = [compare_runs(base, patched, statistic=args.statistic)]
         comparisons += [compare_counter(base, patched, c) for c in args.counter]
         if args.row:
-            comparisons = [select_rows(c, args.row) for c in comparisons]
+            comparisons = [select_rows(c, args.row, missing_ok=i > 0)
+                           for i, c in enumerate(comparisons)]
         if not comparisons[0].groups:
             raise CommandError("no timings in either file")
         if args.plot:

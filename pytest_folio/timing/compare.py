@@ -204,17 +204,21 @@ def compare_counter(base: TimingRun, patched: TimingRun, counter: str) -> Compar
     return comparison
 
 
-def select_rows(comparison: Comparison, wanted: Sequence[str]) -> Comparison:
+def select_rows(comparison: Comparison, wanted: Sequence[str],
+                missing_ok: bool = False) -> Comparison:
     """Keep and order groups as ``wanted`` lists them: ``NAME`` or ``NAME=SHOWN AS``.
 
     This is how a cover letter's table is cut from a suite's fuller output. An unknown
-    name is a ValueError naming what there is.
+    name is a ValueError naming what there is, unless ``missing_ok`` (a counter table
+    leaves out items without counters).
     """
     by_name = {g.name: g for g in comparison.groups}
     chosen = []
     for entry in wanted:
         name, _, shown = entry.partition("=")
         group = by_name.get(name.strip())
+        if group is None and missing_ok:
+            continue
         if group is None:
             known = "; ".join(by_name) or "none"
             raise ValueError(f"no item named {name.strip()!r} (items: {known})")
