@@ -196,7 +196,7 @@ class FsxEngine:
         opts = self.opts
         self.maxfilelen = maxfilelen
         rng = random.Random(opts.seed)
-        self._rand: Callable[[], int] = lambda: rng.getrandbits(31)
+        self._getrandbits = rng.getrandbits  # fsx's random(): 31 bits
         self.pattern = DataPattern(rng.randbytes(maxfilelen))
         self.model = FileModel(maxfilelen)
         self.biggest = 0
@@ -350,18 +350,18 @@ class FsxEngine:
         keep_size = False
         offset2 = 0
         if entry is None:
-            rand = self._rand
-            rv = rand()
+            rand = self._getrandbits
+            rv = rand(31)
             self.closeopen = (rv >> 3) < self._closeprob_limit
-            offset = rand()
-            size = rand() % (opts.maxoplen + 1) if opts.randomoplen else opts.maxoplen
+            offset = rand(31)
+            size = rand(31) % (opts.maxoplen + 1) if opts.randomoplen else opts.maxoplen
             op = rv % NR_OPS
             if op == OP_TRUNCATE:
                 if not opts.style:
-                    size = rand() % self.maxfilelen
+                    size = rand(31) % self.maxfilelen
             elif op in (OP_FALLOCATE, OP_ZERO_RANGE):
                 if self.enabled[op] and size and self.keep_size_calls:
-                    keep_size = bool(rand() % 2)
+                    keep_size = bool(rand(31) % 2)
             elif op == OP_COPY_RANGE:
                 offset, size, offset2 = self._generate_dest_range(offset, size)
         else:
@@ -448,7 +448,7 @@ class FsxEngine:
         offset -= offset % opts.readbdy
         dest = 0
         for _ in range(30):
-            dest = self._rand() % self.maxfilelen
+            dest = self._getrandbits(31) % self.maxfilelen
             dest -= dest % opts.writebdy
             if abs(dest - offset) >= size and dest + size <= self.maxfilelen:
                 return offset, size, dest
@@ -697,8 +697,9 @@ class FsxEngine:
     # -- checks ----------------------------------------------------------------------
     def check_size(self) -> None:
         """The target's size must be the model's after every operation."""
+        assert self.fd is not None
         try:
-            size = self._fstat().st_size
+            size = self.fs.fstat(self.fd).st_size
         except OSError as exc:
             self._prterr("check_size: fstat", exc)
             size = -1

@@ -3,6 +3,7 @@ the failure message with its .fsxops file and replay command, and the replay its
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -37,6 +38,13 @@ class TestBroken(FsxSuite):
 
 
 def test_ready_to_run_module_at_each_block_size(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+import json
+
+def pytest_folio_measurement(item, measurement):
+    with open("measurements.jsonl", "a") as out:
+        out.write(json.dumps(measurement.to_dict()) + "\\n")
+""")
     result = pytester.runpytest(
         "-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fsx", "-v",
         "--folio-fs=reference:features=full", "--folio-block-sizes=4k,2M",
@@ -44,6 +52,14 @@ def test_ready_to_run_module_at_each_block_size(pytester: pytest.Pytester) -> No
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*TestFsx::test_fsx?4K? PASSED*",
                                  "*TestFsx::test_fsx?2M? PASSED*"])
+    # each run announces its rate to the timing collector
+    measured = [json.loads(line) for line in
+                (pytester.path / "measurements.jsonl").read_text().splitlines()]
+    assert sorted(m["params"]["bs"] for m in measured) == ["2M", "4K"]
+    for m in measured:
+        assert (m["suite"], m["unit"], m["target"]) == ("fsx", "ops/s",
+                                                        "reference:features=full")
+        assert m["samples"][0] > 0 and m["extra"]["operations"] == 2000
 
 
 def test_subclass_with_own_fixture_fails_with_replay_command(
@@ -99,6 +115,10 @@ def test_replay_file_errors_are_usage_errors(pytester: pytest.Pytester) -> None:
         "pytest_folio.suites.test_fsx")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["ERROR: --folio-fsx-replay: cannot read nope.fsxops*"])
+    not_dir = pytester.runpytest("-p", "pytest_folio", f"--folio-fsx-dir={bad}", "--pyargs",
+                                 "pytest_folio.suites.test_fsx")
+    assert not_dir.ret == pytest.ExitCode.USAGE_ERROR
+    not_dir.stderr.fnmatch_lines([f"ERROR: --folio-fsx-dir: {bad} is not a directory"])
 
 
 def test_bad_fsx_args_in_a_subclass_is_one_line(pytester: pytest.Pytester) -> None:
