@@ -233,8 +233,11 @@ class Block2MTD:
         model = stats.model
         while pages:
             folio = mapping.read_mapping_folio(index)            # page = read_mapping_page()
-            start = (index - folio.index) << PAGE_SHIFT
-            addr = folio.data[start:start + PAGE_SIZE]           # page_address(page)
+            if folio.nr_pages == 1:                              # page_address(page)
+                addr = folio.data
+            else:
+                start = (index - folio.index) << PAGE_SHIFT
+                addr = folio.data[start:start + PAGE_SIZE]
             if addr.tobytes() != _ERASED_PAGE:
                 if self.before_lock is not None:
                     self.before_lock(folio)
@@ -311,11 +314,15 @@ class Block2MTD:
         erased, erased_length = _ERASED_PAGE, PAGE_SIZE  # folios come in runs of one size
         while pos < end:
             folio = mapping.read_mapping_folio(pos >> PAGE_SHIFT)
-            offset = pos - folio.pos
-            length = folio.size - offset
-            if length > end - pos:
-                length = end - pos
-            view = folio.data[offset:offset + length]
+            length = folio.size
+            if folio.pos == pos and length <= end - pos:  # the whole folio: the usual case
+                view = folio.data
+            else:
+                offset = pos - folio.pos
+                length -= offset
+                if length > end - pos:
+                    length = end - pos
+                view = folio.data[offset:offset + length]
             if length != erased_length:
                 erased, erased_length = _ERASED[length], length
             if view.tobytes() == erased:
