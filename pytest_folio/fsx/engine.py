@@ -551,10 +551,7 @@ class FsxEngine:
 
     def _dotruncate(self, size: int) -> None:
         size -= size % self.opts.truncbdy
-        if size > self.biggest:
-            self.biggest = size
-            if not self.opts.quiet:
-                self.prt(f"truncating to largest ever: {size:#x}")
+        self._largest(size, "truncating")
         self._log(OP_TRUNCATE, (0, size, self.model.size))
         assert self.fd is not None
         try:
@@ -564,6 +561,13 @@ class FsxEngine:
             self._prterr("dotruncate: ftruncate", exc)
             self._fail(160)
         self.model.truncate(size)
+
+    def _largest(self, end: int, what: str) -> None:
+        """fsx's "truncating to largest ever: 0x..." notes (not with -q)."""
+        if end > self.biggest:
+            self.biggest = end
+            if not self.opts.quiet:
+                self.prt(f"{what} to largest ever: {end:#x}")
 
     def _fallocate(self, op: int, mode: int, offset: int, length: int, what: str) -> bool:
         """One fallocate call; False when the target turned out not to support it."""
@@ -585,8 +589,7 @@ class FsxEngine:
             return self._skip(OP_FALLOCATE, (offset, length, self.model.size),
                               "skipping zero length fallocate", flags)
         end = 0 if keep_size else offset + length
-        if end > self.biggest:
-            self.biggest = end
+        self._largest(end, "fallocating")
         self._log(OP_FALLOCATE, (offset, length, self.model.size), flags)
         mode = FALLOC_FL_KEEP_SIZE if keep_size else 0
         if self._fallocate(OP_FALLOCATE, mode, offset, length, "preallocate"):
@@ -611,8 +614,7 @@ class FsxEngine:
             return self._skip(OP_ZERO_RANGE, (offset, length, self.model.size),
                               "skipping zero length zero range", flags)
         end = 0 if keep_size else offset + length
-        if end > self.biggest:
-            self.biggest = end
+        self._largest(end, "zero_range")
         self._log(OP_ZERO_RANGE, (offset, length, self.model.size), flags)
         mode = FALLOC_FL_ZERO_RANGE | (FALLOC_FL_KEEP_SIZE if keep_size else 0)
         if self._fallocate(OP_ZERO_RANGE, mode, offset, length, "zero_range"):
@@ -643,8 +645,7 @@ class FsxEngine:
         if offset >= size:
             return self._skip(OP_COPY_RANGE, (offset, length, dest, size),
                               "skipping copy range behind EOF")
-        if dest + length > self.biggest:
-            self.biggest = dest + length
+        self._largest(dest + length, "copying")
         self._log(OP_COPY_RANGE, (offset, length, dest, size))
         fd = self.fd
         assert fd is not None
