@@ -3,12 +3,13 @@
 # folio sizes 4K, 16K and 64K, the page-wrapper path saved as base and the folio path as
 # patched, then the cover letter's table and the compound_head calls per pass.
 #
-# Against a real kernel, point BASE_MTD and PATCHED_MTD at /dev/mtdN (booted into the base
-# kernel, then the patched one; the device is written, hence --folio-allow-destructive):
-#   BASE_MTD=/dev/mtd0 EXTRA=--folio-allow-destructive sh block2mtd.sh   # base kernel
+# STEP=base|patched|compare runs one part (default: all three). Against a real kernel,
+# run STEP=base booted into the base kernel and STEP=patched into the patched one, with
+# BASE_MTD / PATCHED_MTD=/dev/mtd0 and EXTRA=--folio-allow-destructive (docs/timing.md).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/folio-seeds}
+step=${STEP:-all}
 mkdir -p "$out"
 run() {
     python -m pytest -q -p no:cacheprovider "$here/test_block2mtd_speed.py" \
@@ -16,8 +17,9 @@ run() {
         --folio-mtd "$1" --folio-save "$2" ${EXTRA:-} >"$2.log"
     tail -n 1 "$2.log" >&2
 }
-run "${BASE_MTD:-reference:api=page}" "$out/block2mtd-base.json"
-run "${PATCHED_MTD:-reference:api=folio}" "$out/block2mtd-patched.json"
+case $step in all|base) run "${BASE_MTD:-reference:api=page}" "$out/block2mtd-base.json";; esac
+case $step in all|patched) run "${PATCHED_MTD:-reference:api=folio}" "$out/block2mtd-patched.json";; esac
+case $step in all|compare) ;; *) exit 0;; esac
 python -m pytest_folio compare "$out/block2mtd-base.json" "$out/block2mtd-patched.json" \
     --row "Eraseblock read (128 KiB)" --row "Eraseblock write (128 KiB)" \
     --row "Page read (512 B)" --row "Page write (512 B)" \
