@@ -87,7 +87,7 @@ def grid(comparison: Comparison) -> str:
         for line in block:
             for col in range(1, 5):
                 widths[col] = max(widths[col], len(line[col]) + (col == 1))
-            widths[0] = max(widths[0], *(len(w) for w in line[0].split()))
+            widths[0] = max([widths[0], *(len(w) for w in line[0].split())])
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def render(cells: Sequence[str]) -> str:

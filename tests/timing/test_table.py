@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_folio.timing import table
 from pytest_folio.timing.compare import Comparison, compare_runs, select_rows
@@ -200,3 +202,26 @@ def test_a_wrapped_name_longer_than_its_rows_gets_blank_cells(make_run: RunFacto
         "| (MEMERASE ioctl)             |       |        |         |         |",
         "+------------------------------+-------+--------+---------+---------+",
     ]
+
+
+@given(rows=st.lists(st.tuples(
+    st.text(st.characters(codec="ascii", categories=["L", "N", "P", "Zs"]), max_size=60),
+    st.sampled_from(["4K", "16K", "2M", "512B", "bs=4K"]),
+    st.lists(st.floats(0.001, 1e6), min_size=1, max_size=6),
+    st.lists(st.floats(0.001, 1e6), min_size=1, max_size=6)), min_size=1, max_size=6))
+@settings(max_examples=60, deadline=None)
+def test_grid_lines_are_always_equally_wide(
+        rows: list[tuple[str, str, list[float], list[float]]]) -> None:
+    from pytest_folio.timing.storage import Record
+
+    def run(side: int) -> TimingRun:
+        return TimingRun(records=[
+            Record(suite="s", name=name, unit="ms", samples=(base, patched)[side],
+                   params={"bs": folio[3:]} if "=" in folio else {"folio": folio})
+            for name, folio, base, patched in rows])
+
+    text = table.grid(compare_runs(run(0), run(1)))
+    lines = text.splitlines()
+    grid_lines = [line for line in lines if line[:1] in "+|"]
+    assert len({len(line) for line in grid_lines}) == 1
+    assert all(line == grid_lines[0] for line in grid_lines if line.startswith("+"))
