@@ -8,7 +8,12 @@ from typing import Any
 from pytest_folio.cli import CommandError
 from pytest_folio.sizes import parse_size
 from pytest_folio.timing import table
-from pytest_folio.timing.compare import compare_counter, compare_runs, select_rows
+from pytest_folio.timing.compare import (
+    compare_counter,
+    compare_runs,
+    normalise_to,
+    select_rows,
+)
 from pytest_folio.timing.plot import PlotError, plot_comparison, require_matplotlib
 from pytest_folio.timing.stats import STATISTICS, center
 from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
@@ -34,6 +39,8 @@ def register_compare(subparsers: Any) -> None:
     p.add_argument("--counter", action="append", default=[], metavar="NAME",
                    help="also compare this model counter per pass, e.g. compound_head")
     _statistic_option(p)
+    p.add_argument("--normalise", action="store_true",
+                   help="scale PATCHED to BASE's machine by their memcpy bandwidths")
     p.set_defaults(run=run_compare)
 
 
@@ -53,6 +60,8 @@ def run_compare(args: argparse.Namespace) -> int:
         raise CommandError("--counter prints extra tables: use --format grid or markdown")
     base, patched = _load(args.base), _load(args.patched)
     try:
+        if args.normalise:
+            patched = normalise_to(patched, base)
         comparisons = [compare_runs(base, patched, statistic=args.statistic)]
         comparisons += [compare_counter(base, patched, c) for c in args.counter]
         if args.row:

@@ -204,6 +204,24 @@ def compare_counter(base: TimingRun, patched: TimingRun, counter: str) -> Compar
     return comparison
 
 
+def normalise_to(run: TimingRun, reference: TimingRun) -> TimingRun:
+    """``run`` as if measured on ``reference``'s machine, scaled by memcpy bandwidth.
+
+    Times scale by run's bandwidth over the reference's (a machine that copies twice as
+    fast would take twice as long on the reference), rates by the inverse. A run
+    without the figure is a ValueError.
+    """
+    try:
+        factor = float(run.machine["memcpy_gbps"]) / float(reference.machine["memcpy_gbps"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        raise ValueError("both runs need the machine's memcpy_gbps to normalise") from None
+    records = []
+    for r in run.records:
+        scale = factor if better_direction(r.unit, r.extra) == "lower" else 1 / factor
+        records.append(dataclasses.replace(r, samples=[v * scale for v in r.samples]))
+    return dataclasses.replace(run, records=records)
+
+
 def select_rows(comparison: Comparison, wanted: Sequence[str],
                 missing_ok: bool = False) -> Comparison:
     """Keep and order groups as ``wanted`` lists them: ``NAME`` or ``NAME=SHOWN AS``.

@@ -151,3 +151,20 @@ def test_a_subcommand_is_one_registration_line(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr("pytest_folio.cli.COMMANDS", [*COMMANDS, "folio_extra_command:register"])
     assert "hello" in build_parser().format_help()
     assert main(["hello"]) == 7
+
+
+def test_normalise_scales_patched_to_the_base_machine(
+        tmp_path: Path, make_run: RunFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    base = make_run([("Write", "4K", [10.0, 10.0, 10.0, 10.0])])
+    patched = make_run([("Write", "4K", [5.0, 5.0, 5.0, 5.0])])
+    base.machine, patched.machine = {"memcpy_gbps": 10.0}, {"memcpy_gbps": 20.0}
+    save_run(base, tmp_path / "b.json")
+    save_run(patched, tmp_path / "p.json")
+    # twice the memcpy bandwidth: half the time is what the base machine would take too
+    code, out, _ = compare(capsys, tmp_path / "b.json", tmp_path / "p.json", "--normalise")
+    assert code == 0
+    assert "| Write                        |   4K  |  10.00 |   10.00 | +0.0% ns |" in out
+    patched.machine = {}
+    save_run(patched, tmp_path / "p.json")
+    code, out, err = compare(capsys, tmp_path / "b.json", tmp_path / "p.json", "--normalise")
+    assert code == 2 and "need the machine's memcpy_gbps" in err
