@@ -92,6 +92,19 @@ class TimingCollector:
                 raise pytest.UsageError(f"--folio-compare: {exc}") from None
         self.machine = machine_facts(xdist_worker_count(config))
 
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if self.is_worker:
+            return []
+        s = self.settings
+        parts = [f"memcpy {self.machine.get('memcpy_gbps')} GB/s"]
+        if s.save is not None:
+            parts.append(f"saving to {s.save}")
+        if self.base is not None:
+            parts.append(f"comparing against {s.compare} ({len(self.base.records)} "
+                         f"measurements, {self.base.created or 'undated'}, host "
+                         f"{self.base.machine.get('host', '?')})")
+        return ["folio timing: " + "; ".join(parts)]
+
     # -- where the tests run ------------------------------------------------------------
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
