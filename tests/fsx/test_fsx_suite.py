@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_folio.fsx.log import FL_KEEP_SIZE, OP_NAMES, read_fsxops
+
 HERE = Path(__file__).parent
 
 USER_MODULE = f"""
@@ -163,3 +165,32 @@ def test_seed_chosen_once_gives_the_same_logs_serially_and_under_xdist(
     for name in logs:
         assert (pytester.path / "xdist" / name).read_text() == (
             pytester.path / "serial" / name).read_text()
+
+
+def test_hypothesis_failure_is_saved_as_fsxops_with_replay_command(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hyp=f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+import pytest
+from fsx_broken import FallocKeepSizeExtends
+from fsx_memfs import MemFS
+from pytest_folio.suites.fsx import FsxSuite
+
+class TestKeepSize(FsxSuite):
+    @pytest.fixture
+    def filesystem(self):
+        return FallocKeepSizeExtends(MemFS())
+""")
+    result = pytester.runpytest("-p", "pytest_folio", "--folio-block-sizes=4k", "-k",
+                                "hypothesis")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "fsx (Hypothesis, shrunk): Size error: expected 0x" in out
+    saved = re.search(r"fsx: operation log: (\S+-hypothesis\.fsxops)", out)
+    assert saved is not None
+    entries = read_fsxops(saved.group(1))
+    assert [OP_NAMES[e.op] for e in entries] == ["fallocate"]
+    assert entries[0].flags & FL_KEEP_SIZE
+    replay = re.search(r"fsx: replay it: (python -m pytest .*)", out)
+    assert replay is not None and "TestKeepSize::test_fsx[4K]" in replay.group(1)
