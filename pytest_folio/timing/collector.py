@@ -20,7 +20,7 @@ import pytest
 from pytest_folio.measurement import Measurement
 from pytest_folio.options import FolioSettings
 from pytest_folio.timing import table
-from pytest_folio.timing.compare import Comparison, compare_runs
+from pytest_folio.timing.compare import Comparison, Row, compare_runs
 from pytest_folio.timing.machine import machine_facts, xdist_worker_count
 from pytest_folio.timing.storage import (
     Record,
@@ -45,6 +45,10 @@ def _check_save_path(path: Path) -> None:
         raise pytest.UsageError(f"--folio-save {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise pytest.UsageError(f"--folio-save {path}: directory {parent} is not writable")
+
+
+def _title(row: Row) -> str:
+    return f"{row.name} {row.label}" if row.label else row.name
 
 
 class XdistHosts:
@@ -178,11 +182,11 @@ class TimingCollector:
             if s.compare_fail is not None:
                 limit = s.compare_fail
                 self.regressions = [
-                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse (limit {limit:g}%, "
+                    f"{_title(r)}: {r.regression_pct:+.1f}% worse (limit {limit:g}%, "
                     f"p={r.test.p_value:.3g})"
                     for r in self.comparison.rows if r.regressed(limit)]
                 self.untested = [
-                    f"{r.name} {r.label}: {r.regression_pct:+.1f}% worse, but "
+                    f"{_title(r)}: {r.regression_pct:+.1f}% worse, but "
                     f"{len(r.base)} against {len(r.patched)} samples cannot be told from "
                     "noise (not failing; time more passes)"
                     for r in self.comparison.rows if r.untested_beyond(limit)]

@@ -236,3 +236,21 @@ def test_save_that_fails_at_the_end_is_one_line_and_fails_the_run(
     result.stdout.fnmatch_lines(["folio: could not save timings to out/run.json: *"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "Traceback" not in result.stdout.str()
+
+
+def test_untestable_regression_warns_but_does_not_fail(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile("""
+        import os
+
+        def test_one(folio_timer):
+            folio_timer.record("single", [10.0 * float(os.environ.get("FOLIO_FACTOR", "1"))])
+    """)
+    pytester.runpytest("--folio-save=base.json").assert_outcomes(passed=1)
+    monkeypatch.setenv("FOLIO_FACTOR", "1.5")
+    result = pytester.runpytest("--folio-compare=base.json", "--folio-compare-fail=10")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "| single                       |       |  10.00 |   15.00 |  +50.0% |",
+        "folio: untested: single: +50.0% worse, but 1 against 1 samples cannot be told "
+        "from noise (not failing; time more passes)"])
