@@ -78,7 +78,8 @@ class MTDTarget:
                                   f"{exc}") from None
         if self.kind == "path":
             assert self.spec.path is not None
-            return open_mtd_char(self.spec.path, allow_destructive=allow_destructive)
+            return open_mtd_char(self.spec.path, allow_destructive=allow_destructive,
+                                 exclusive=True)
         assert self.spec.factory is not None
         return call_factory(self.spec.factory, self.spec.text, size=size,
                             erasesize=erasesize, folio_order=folio_order)

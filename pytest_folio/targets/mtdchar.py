@@ -282,11 +282,15 @@ class MTDChar:
 
 
 def open_mtd_char(path: str | Path, *, allow_destructive: bool = False,
-                  sysfs_mtd: Path = SYSFS_MTD, sysfs_ubi: Path = SYSFS_UBI,
-                  proc_mtd: Path = PROC_MTD, proc_mounts: Path = PROC_MOUNTS) -> MTDChar:
+                  exclusive: bool = False, sysfs_mtd: Path = SYSFS_MTD,
+                  sysfs_ubi: Path = SYSFS_UBI, proc_mtd: Path = PROC_MTD,
+                  proc_mounts: Path = PROC_MOUNTS) -> MTDChar:
     """Open ``/dev/mtdN`` after checking it is one and nobody else uses it.
 
-    Raises TargetError (one line, for a usage error) on anything the user must fix.
+    ``exclusive`` waits for an flock(2) on the node, held until close: tests on several
+    xdist workers (or runs) then take the one device in turns instead of erasing it under
+    each other. Raises TargetError (one line, for a usage error) on anything the user
+    must fix.
     """
     path = Path(path)
     index = mtd_index(path, proc_mtd)
@@ -308,6 +312,8 @@ def open_mtd_char(path: str | Path, *, allow_destructive: bool = False,
     except OSError as exc:
         os.close(fd)
         raise TargetError(f"--folio-mtd: MEMGETINFO on {path} failed: {exc.strerror}") from None
+    if exclusive:
+        fcntl.flock(fd, fcntl.LOCK_EX)
     geometry = merge_geometry(parse_mtd_info_user(bytes(buf), str(path)), sysfs)
     if read_only:
         geometry = dataclasses.replace(geometry, flags=geometry.flags & ~MTD_WRITEABLE)

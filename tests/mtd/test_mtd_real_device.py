@@ -100,3 +100,13 @@ def test_the_kernel_and_the_target_agree_on_range_errors(real: MTDChar) -> None:
                     mtd_abi.ERASE_INFO_USER64.pack(real.size, real.erasesize), False)
     assert info.value.errno == errno.EINVAL
     assert os.pread(real.fd, 16, real.size) == b""  # mtdchar reads nothing past the end
+
+
+def test_each_test_holds_the_device_alone(real: MTDChar) -> None:
+    """mtd_device holds an flock on the node, so xdist workers take turns."""
+    other = os.open(real.path, os.O_RDONLY)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(other)
