@@ -266,6 +266,25 @@ def test_append_and_trunc() -> None:
     assert fs.fstat(fd).st_size == 0
 
 
+def test_data_is_never_reclaimed() -> None:
+    """Folios stay dirty and unevictable: a full ramfs is ENOMEM, never data loss."""
+    bs, size = 16384, 1 << 20
+    fs = Ramfs(blocksize=bs, memory=size)
+    hole = fs.open("hole", RW)
+    fs.ftruncate(hole, bs)
+    assert fs.pread(hole, bs, 0) == bytes(bs)          # one clean, zero-filled folio
+    a = fs.open("a", RW)
+    fs.pwrite(a, b"\x11" * (size - bs), 0)             # and the rest of memory, dirty
+    mapping = fs.lookup("a").i_mapping
+    assert mapping is not None and all(f.dirty for f in mapping.folios())
+    b = fs.open("b", RW)
+    assert errno_of(lambda: fs.pwrite(b, b"x", 0)) == errno.ENOMEM
+    assert fs.stats.reclaims == 0 and fs.fstat(hole).st_blocks == bs // 512
+    assert fs.pread(a, size, 0) == b"\x11" * (size - bs)
+    fs.ftruncate(a, 0)
+    assert fs.pwrite(b, b"x", 0) == 1
+
+
 def test_unlinked_open_file_lives_until_close() -> None:
     fs = Ramfs(blocksize=65536, memory=8 << 20)
     free = fs.memory.nr_free
