@@ -213,3 +213,10 @@ def test_a_target_with_no_optional_calls_still_runs() -> None:
     assert result.done["read"] > 0 and result.done["truncate"] > 0
     assert set(result.skipped_unsupported) == FS_FEATURES - {"mmap"}
     assert result.converted["mapread"] > 0 and result.converted["mapwrite"] > 0
+
+
+def test_echo_streams_the_output_as_it_is_printed() -> None:
+    seen: list[str] = []
+    result = FsxEngine(MemFS(), SMALL.replace(numops=50, quiet=False), echo=seen.append).run()
+    assert seen == result.lines
+    assert seen[0] == "Seed set to 1"
