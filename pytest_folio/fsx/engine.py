@@ -117,12 +117,19 @@ class FsxResult:
     skipped_disabled: Counter[str]
     skipped_noop: Counter[str]
     converted: Counter[str]
-    seconds: float
+    seconds: float        # wall-clock time of the operations
+    cpu_seconds: float    # this process's CPU time (user + system) for them
     lines: list[str]
 
     @property
     def ops_per_second(self) -> float:
         return self.testcalls / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def ops_per_cpu_second(self) -> float:
+        """The rate on a machine with a core to itself (a busy machine lowers the
+        wall-clock rate, not this one)."""
+        return self.testcalls / self.cpu_seconds if self.cpu_seconds > 0 else float("inf")
 
     @property
     def skipped(self) -> int:
@@ -189,6 +196,7 @@ class FsxEngine:
         self.eofpage_checks = True
         self.closeopen = False
         self._elapsed = 0.0
+        self._cpu = 0.0
         self._setup(self.opts.maxfilelen)
 
     # -- setup -----------------------------------------------------------------------
@@ -849,7 +857,7 @@ class FsxEngine:
     def result(self) -> FsxResult:
         return FsxResult(self.testcalls, len(self.log), +self.done,
                          +self.skipped_unsupported, +self.skipped_disabled,
-                         +self.skipped_noop, +self.converted, self._elapsed,
+                         +self.skipped_noop, +self.converted, self._elapsed, self._cpu,
                          list(self.lines))
 
     def run(self, replay: Sequence[LogEntry] | None = None) -> FsxResult:
@@ -859,7 +867,7 @@ class FsxEngine:
             if needed > self.maxfilelen:
                 self._setup(needed)
         self.start()
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         try:
             if replay is None:
                 step = self.step
@@ -868,6 +876,7 @@ class FsxEngine:
             else:
                 self._replay(replay)
             self._elapsed = time.perf_counter() - began
+            self._cpu = time.process_time() - began_cpu
             self.finish()
         except FsxFailure:
             raise
@@ -879,6 +888,7 @@ class FsxEngine:
                 raise failure from exc
         finally:
             self._elapsed = self._elapsed or time.perf_counter() - began
+            self._cpu = self._cpu or time.process_time() - began_cpu
             self.close()
         if self.record and self.artifacts is not None:
             self._record()
@@ -913,7 +923,8 @@ def summary_line(result: FsxResult, fs: object) -> str:
         return ", ".join(f"{name} {n}" for name, n in sorted(counter.items()))
 
     parts = [f"fsx: {result.testcalls} operations in {result.seconds:.2f} s "
-             f"({result.ops_per_second:,.0f} ops/s), {result.skipped} skipped"]
+             f"({result.ops_per_second:,.0f} ops/s, {result.ops_per_cpu_second:,.0f} per "
+             f"CPU second), {result.skipped} skipped"]
     if result.skipped_unsupported:
         parts.append(f"unsupported by {type(fs).__name__}: "
                      f"{counts(result.skipped_unsupported)}")
