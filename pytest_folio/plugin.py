@@ -84,19 +84,28 @@ def _marker_values(metafunc: pytest.Metafunc, name: str) -> tuple[Any, ...] | No
     return None if marker is None else tuple(marker.args)
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+def _orders_and_sizes(metafunc: pytest.Metafunc) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The run's lists, or the test's ``folio_orders`` / ``folio_block_sizes`` markers."""
     s = settings(metafunc.config)
+    orders = _marker_values(metafunc, "folio_orders")
+    sizes = _marker_values(metafunc, "folio_block_sizes")
+    return (s.orders if orders is None else tuple(parse_order(o) for o in orders),
+            s.block_sizes if sizes is None else tuple(parse_block_size(b) for b in sizes))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    error = None
     try:
-        if "folio_order" in metafunc.fixturenames:
-            override = _marker_values(metafunc, "folio_orders")
-            orders = s.orders if override is None else tuple(parse_order(o) for o in override)
-            metafunc.parametrize("folio_order", orders, indirect=True,
-                                 ids=[format_size(PAGE_SIZE << o) for o in orders])
-        if "block_size" in metafunc.fixturenames:
-            override = _marker_values(metafunc, "folio_block_sizes")
-            sizes = (s.block_sizes if override is None
-                     else tuple(parse_block_size(b) for b in override))
-            metafunc.parametrize("block_size", sizes, indirect=True,
-                                 ids=[format_size(b) for b in sizes])
+        orders, sizes = _orders_and_sizes(metafunc)
     except ValueError as exc:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
+        error = f"{metafunc.definition.nodeid}: {exc}"
+    if error is not None:
+        # A marker is test code, not an option: fail this module's collection with one
+        # line (pytest.fail without a traceback), which also works on xdist workers.
+        pytest.fail(error, pytrace=False)
+    if "folio_order" in metafunc.fixturenames:
+        metafunc.parametrize("folio_order", orders, indirect=True,
+                             ids=[format_size(PAGE_SIZE << o) for o in orders])
+    if "block_size" in metafunc.fixturenames:
+        metafunc.parametrize("block_size", sizes, indirect=True,
+                             ids=[format_size(b) for b in sizes])
