@@ -6,6 +6,7 @@ works). Fixtures live in :mod:`pytest_folio.fixtures`; this module only wires th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -84,28 +85,46 @@ def _marker_values(metafunc: pytest.Metafunc, name: str) -> tuple[Any, ...] | No
     return None if marker is None else tuple(marker.args)
 
 
-def _orders_and_sizes(metafunc: pytest.Metafunc) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The run's lists, or the test's ``folio_orders`` / ``folio_block_sizes`` markers."""
-    s = settings(metafunc.config)
-    orders = _marker_values(metafunc, "folio_orders")
-    sizes = _marker_values(metafunc, "folio_block_sizes")
-    return (s.orders if orders is None else tuple(parse_order(o) for o in orders),
-            s.block_sizes if sizes is None else tuple(parse_block_size(b) for b in sizes))
+def _checked(metafunc: pytest.Metafunc, values: tuple[Any, ...],
+             parse: Callable[[Any], int]) -> tuple[int, ...]:
+    try:
+        return tuple(parse(v) for v in values)
+    except ValueError as exc:
+        message = f"{metafunc.definition.nodeid}: {exc}"
+    # A marker is test code, not an option: fail this module's collection with one line
+    # (pytest.fail without a traceback), which also works on xdist workers.
+    pytest.fail(message, pytrace=False)
+
+
+def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
+    """Parametrize ``argname`` (indirectly) over the run's folio orders, or the test's
+    ``folio_orders`` marker; ids are folio sizes (``[16K]``)."""
+    marked = _marker_values(metafunc, "folio_orders")
+    orders = (settings(metafunc.config).orders if marked is None
+              else _checked(metafunc, marked, parse_order))
+    metafunc.parametrize(argname, orders, indirect=True,
+                         ids=[format_size(PAGE_SIZE << o) for o in orders])
+
+
+def parametrize_block_sizes(metafunc: pytest.Metafunc, argname: str) -> None:
+    """Parametrize ``argname`` (indirectly) over the run's block sizes, or the test's
+    ``folio_block_sizes`` marker; ids are sizes (``[64K]``)."""
+    marked = _marker_values(metafunc, "folio_block_sizes")
+    sizes = (settings(metafunc.config).block_sizes if marked is None
+             else _checked(metafunc, marked, parse_block_size))
+    metafunc.parametrize(argname, sizes, indirect=True, ids=[format_size(b) for b in sizes])
+
+
+def plugin_fixture_in_use(metafunc: pytest.Metafunc, name: str, module: str) -> bool:
+    """Whether the test gets fixture ``name`` from our ``module`` rather than from a
+    user's override (a subclass providing its own ``mtd_device``, say), which must not
+    be parametrized behind its back."""
+    defs = metafunc._arg2fixturedefs.get(name) or ()
+    return bool(defs) and defs[-1].func.__module__ == module
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    error = None
-    try:
-        orders, sizes = _orders_and_sizes(metafunc)
-    except ValueError as exc:
-        error = f"{metafunc.definition.nodeid}: {exc}"
-    if error is not None:
-        # A marker is test code, not an option: fail this module's collection with one
-        # line (pytest.fail without a traceback), which also works on xdist workers.
-        pytest.fail(error, pytrace=False)
     if "folio_order" in metafunc.fixturenames:
-        metafunc.parametrize("folio_order", orders, indirect=True,
-                             ids=[format_size(PAGE_SIZE << o) for o in orders])
+        parametrize_orders(metafunc, "folio_order")
     if "block_size" in metafunc.fixturenames:
-        metafunc.parametrize("block_size", sizes, indirect=True,
-                             ids=[format_size(b) for b in sizes])
+        parametrize_block_sizes(metafunc, "block_size")

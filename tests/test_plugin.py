@@ -166,3 +166,29 @@ def test_bad_marker_value_fails_collection_in_one_line(pytester: pytest.Pytester
                                  "is out of range 0..9*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert "During handling" not in result.stdout.str()
+
+
+def test_a_users_own_target_fixture_is_not_parametrized_behind_its_back(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        class TestOwn:
+            @pytest.fixture
+            def mtd_device(self):
+                return "mine"
+
+            @pytest.fixture
+            def filesystem(self):
+                return "mine"
+
+            def test_own(self, mtd_device, filesystem):
+                assert mtd_device == filesystem == "mine"
+
+        def test_ours(mtd_device, filesystem):
+            pass
+    """)
+    result = pytester.runpytest("-v", "--folio-orders=0,2", "--folio-block-sizes=4k")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*TestOwn::test_own PASSED*", "*test_ours?4K-4K? PASSED*",
+                                 "*test_ours?16K-4K? PASSED*"])
