@@ -37,6 +37,10 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-fsx-ops", "number of fsx operations per run", "10000", "string"),
     ("--folio-fsx-seed", "fsx seed (default: chosen once per run and printed in the header)",
      None, "string"),
+    ("--folio-fsx-replay", "replay this .fsxops file (fsx's --replay-ops format) in the fsx "
+     "suite instead of a random run", None, "string"),
+    ("--folio-fsx-dir", "keep the fsx suite's .fsxops/.fsxgood/.fsxlog files in this "
+     "directory (default: each test's tmp_path)", None, "string"),
     ("--folio-save", "write this run's timings to a JSON file", None, "string"),
     ("--folio-compare", "print this run against a saved run", None, "string"),
     ("--folio-compare-fail",
@@ -85,6 +89,8 @@ class FolioSettings:
     allow_destructive: bool
     fsx_ops: int
     fsx_seed: int
+    fsx_replay: Path | None
+    fsx_dir: Path | None
     save: Path | None
     compare: Path | None
     compare_fail: float | None
@@ -175,6 +181,10 @@ def read_settings(config: pytest.Config, fsx_seed: int | None = None) -> FolioSe
                     f"--folio-compare-fail takes a percentage, not {fail_text!r}") from None
             if compare_fail < 0:
                 raise ValueError("--folio-compare-fail must not be negative")
+        fsx_replay = _raw(config, "--folio-fsx-replay")
+        fsx_dir = _raw(config, "--folio-fsx-dir")
+        if fsx_dir and Path(fsx_dir).exists() and not Path(fsx_dir).is_dir():
+            raise ValueError(f"--folio-fsx-dir: {fsx_dir} is not a directory")
         save = _raw(config, "--folio-save")
         compare = _raw(config, "--folio-compare")
         destructive = _raw(config, "--folio-allow-destructive")
@@ -190,6 +200,8 @@ def read_settings(config: pytest.Config, fsx_seed: int | None = None) -> FolioSe
         allow_destructive=bool(destructive),
         fsx_ops=fsx_ops,
         fsx_seed=seed,
+        fsx_replay=Path(fsx_replay) if fsx_replay else None,
+        fsx_dir=Path(fsx_dir) if fsx_dir else None,
         save=Path(save) if save else None,
         compare=Path(compare) if compare else None,
         compare_fail=compare_fail,
