@@ -8,6 +8,7 @@ kernels' ``/dev/mtd0``). Samples of records that share a key are pooled.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -80,7 +81,7 @@ class Row:
             return None
         return (p - b) / b * 100.0
 
-    @property
+    @functools.cached_property
     def test(self) -> Significance:
         if self.exact or not self.base or not self.patched:
             return Significance(None, self.alpha)

@@ -6,7 +6,7 @@ wider number widens its column), a test name longer than the first column wraps 
 spaces onto more lines, numbers are right-aligned with two decimals and the change has a
 sign, one decimal and ``%``. A change that is not statistically significant gets `` ns``
 after it and a footnote names the test; when every change is significant, or none could
-be tested (one sample a side), the grid is exactly the seed's layout.
+be tested (too few samples, e.g. one a side), the grid is exactly the seed's layout.
 """
 
 from __future__ import annotations
