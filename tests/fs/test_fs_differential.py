@@ -169,7 +169,9 @@ class Runner:
         if kind == "mmap_write":
             length = args[2]
             if self.clip_mapped_writes:
-                length = max(0, min(length, fs.fstat(fds[args[0]]).st_size - args[1]))
+                st = fs.fstat(fds[args[0]])
+                if stat.S_ISREG(st.st_mode):
+                    length = max(0, min(length, st.st_size - args[1]))
             return fs.mmap_write(fds[args[0]], args[1], bytes([args[3]]) * length)
         if kind == "copy":
             return fs.copy_file_range(fds[args[0]], fds[args[1]], *args[2:])
