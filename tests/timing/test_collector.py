@@ -203,7 +203,7 @@ def test_timer_repeat_and_counter_deltas(pytester: pytest.Pytester) -> None:
             def snapshot(self):
                 return {"compound_head": self.calls * 4, "untouched": 9}
 
-        def test_counted(folio_timer, block_size):
+        def test_counted(folio_timer, block_size, filesystem):
             stats = Stats()
             samples = folio_timer.repeat("noop", lambda: None, passes=4)
             assert len(samples) == 4 and all(s >= 0 for s in samples)
@@ -217,6 +217,7 @@ def test_timer_repeat_and_counter_deltas(pytester: pytest.Pytester) -> None:
     assert (noop.name, len(noop.samples), noop.params) == ("noop", 4, {"bs": "64K"})
     assert (work.name, len(work.samples), work.extra) == ("work", 3, {"bytes": 4096})
     assert work.counters == {"compound_head": 60, "untouched": 0}   # summed over samples
+    assert noop.target == work.target == "reference"            # --folio-fs's default
 
 
 def test_save_that_fails_at_the_end_is_one_line_and_fails_the_run(
