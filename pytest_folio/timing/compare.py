@@ -42,12 +42,18 @@ def param_label(params: dict[str, Any]) -> str:
     return ",".join([str(params["folio"]), *others] if "folio" in params else others)
 
 
-def _label_order(label: str) -> tuple[int, int | str]:
-    """Sizes sort by size (4K before 16K); anything else keeps its text."""
+def label_size(label: str) -> int | None:
+    """The folio size a label starts with (``16K`` of ``16K,i=3``), if it does."""
     try:
-        return 0, parse_size(label)
+        return parse_size(label.partition(",")[0])
     except ValueError:
-        return 1, label
+        return None
+
+
+def _label_order(label: str) -> tuple[int, int, str]:
+    """Sizes sort by size (4K before 16K), then by the other parameters' text."""
+    size = label_size(label)
+    return (1, 0, label) if size is None else (0, size, label)
 
 
 @dataclasses.dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pytest_folio.sizes import format_size, parse_size
-from pytest_folio.timing.compare import Comparison
+from pytest_folio.sizes import format_size
+from pytest_folio.timing.compare import Comparison, label_size
 
 MISSING = "plotting needs matplotlib: pip install 'pytest-folio[plot]'"
 
@@ -41,23 +41,20 @@ def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int
     try:
         for n, group in enumerate(comparison.groups):
             color = f"C{n % 10}"
-            for style, label in (("--", "base"), ("-", "patched")):
+            for style, side in (("--", "base"), ("-", "patched")):
                 xs: list[int] = []
                 ys: list[float] = []
                 for row in group.rows:
-                    value = row.base_value if label == "base" else row.patched_value
-                    try:
-                        size = parse_size(row.label)
-                    except ValueError:
-                        continue
-                    if value is not None:
+                    value = row.base_value if side == "base" else row.patched_value
+                    size = label_size(row.label)
+                    if size is not None and value is not None:
                         xs.append(size)
                         ys.append(value)
                 if xs:
                     sizes.update(xs)
                     units.add(group.unit)
                     ax.plot(xs, ys, style, marker="o", color=color,
-                            label=group.name if label == "patched" else None)
+                            label=group.name if side == "patched" else None)
                     values.extend(ys)
                     drawn += 1
         if not drawn:

@@ -225,3 +225,14 @@ def test_grid_lines_are_always_equally_wide(
     grid_lines = [line for line in lines if line[:1] in "+|"]
     assert len({len(line) for line in grid_lines}) == 1
     assert all(line == grid_lines[0] for line in grid_lines if line.startswith("+"))
+
+
+def test_rows_sort_by_folio_size_then_other_parameters() -> None:
+    from pytest_folio.timing.storage import Record
+
+    run = TimingRun(records=[
+        Record(suite="s", name="n", unit="ms", samples=[1.0], params=params)
+        for params in ({"folio": "64K", "i": 0}, {"folio": "4K", "i": 1},
+                       {"folio": "4K", "i": 0}, {"folio": "16K", "i": 0})])
+    labels = [r.label for r in compare_runs(run, run).rows]
+    assert labels == ["4K,i=0", "4K,i=1", "16K,i=0", "64K,i=0"]
