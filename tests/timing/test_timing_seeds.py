@@ -59,5 +59,8 @@ def test_ramfs_seed_bandwidth_table(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[1:3] == ["|  bs  | BW(GB/s) |", "+------+----------+"]
     assert [line[2:6].strip() for line in lines[3:6]] == ["4k", "64k", "2M"]
-    bandwidth = [float(line.split("|")[2]) for line in lines[3:6]]
-    assert bandwidth[2] > bandwidth[0] > 0          # larger folios write faster
+    # figures only (no speed assertion in a unit test): the shape is in docs/timing.md
+    assert all(float(line.split("|")[2]) >= 0 for line in lines[3:6])
+    saved = load_run(next(tmp_path.glob("ramfs-*.json")))
+    assert [(r.params, len(r.samples), r.extra) for r in saved.records] == [
+        ({"bs": size}, 7, {"bytes": 4 << 20}) for size in ("4K", "64K", "2M")]
