@@ -3,9 +3,9 @@
 The modules that reach the host's root (virtio, 9p) cannot come from that root, so they
 ride in the initramfs together with the device modules (brd, block2mtd) and a static
 busybox for insmod and mount. The init script mounts the host root read-only over 9p,
-puts tmpfs on /run (scratch space: TMPDIR, HOME), the writable results share and a kernel
-ramfs under it, then runs the host's Python once, chrooted into the host root, and powers
-off. Lines starting with :data:`MARK` tell the host what happened.
+puts tmpfs on /run (scratch space: TMPDIR, HOME), the writable results share, a
+bytecode share and a kernel ramfs under it, then runs the host's Python once, chrooted
+into the host root, and powers off. Lines starting with :data:`MARK` tell the host what happened.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ GUEST_RUN = "/run/folio"  # everything the guest writes lives under here
 GUEST_OUT = f"{GUEST_RUN}/out"  # the writable share: results travel back through it
 GUEST_RAMFS = f"{GUEST_RUN}/ramfs"
 GUEST_TMP = f"{GUEST_RUN}/tmp"
+GUEST_PYCACHE = f"{GUEST_RUN}/pycache"  # PYTHONPYCACHEPREFIX, kept on the host across boots
 ROOT_TAG = "folioroot"
 OUT_TAG = "folioout"
+PYCACHE_TAG = "foliopyc"
 NINEP_OPTS = "trans=virtio,version=9p2000.L,msize=512000"
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -125,9 +127,12 @@ def init_script(job: GuestJob) -> str:
         "CONFIG_9P_FS and CONFIG_VIRTIO_PCI)\"",
         "mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail 'cannot mount tmpfs on /run'",
         "mkdir -p " + " ".join(f"/newroot{d}" for d in (GUEST_OUT, GUEST_RAMFS, GUEST_TMP,
-                                                         f"{GUEST_RUN}/home")),
+                                                         GUEST_PYCACHE, f"{GUEST_RUN}/home")),
         f"mount -t 9p -o {NINEP_OPTS} {OUT_TAG} /newroot{GUEST_OUT} "
         "|| fail 'cannot mount the results share'",
+        # without the bytecode share Python still works, compiling into tmpfs
+        f"mount -t 9p -o {NINEP_OPTS},cache=loose {PYCACHE_TAG} /newroot{GUEST_PYCACHE} "
+        "2>/dev/null",
         f"mount -t ramfs ramfs /newroot{GUEST_RAMFS} || fail 'cannot mount ramfs'",
         "mount -t proc proc /newroot/proc; mount -t sysfs sysfs /newroot/sys",
         "mount -t devtmpfs devtmpfs /newroot/dev",

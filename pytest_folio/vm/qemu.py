@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_folio.vm import VMError
-from pytest_folio.vm.initramfs import OUT_TAG, ROOT_TAG
+from pytest_folio.vm.initramfs import OUT_TAG, PYCACHE_TAG, ROOT_TAG
 
 QEMU = "qemu-system-x86_64"
 
@@ -60,6 +60,7 @@ class Machine:
     cpus: int = 2
     accel: str = "tcg"    # "kvm" or "tcg"
     root: str = "/"       # host directory shared read-only as the guest's root
+    pycache: Path | None = None  # host directory shared writable for the guest's bytecode
 
 
 def qemu_command(qemu: str, m: Machine) -> list[str]:
@@ -69,6 +70,10 @@ def qemu_command(qemu: str, m: Machine) -> list[str]:
         accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
     else:
         raise ValueError(f"unknown accelerator {m.accel!r}")
+    shares = []
+    if m.pycache is not None:
+        shares = ["-fsdev", f"local,id=pyc,path={m.pycache},security_model=none",
+                  "-device", f"virtio-9p-pci,fsdev=pyc,mount_tag={PYCACHE_TAG}"]
     return [
         qemu, "-machine", "q35", *accel,
         "-smp", str(m.cpus), "-m", str(m.mem_mib),
@@ -80,6 +85,7 @@ def qemu_command(qemu: str, m: Machine) -> list[str]:
         "-device", f"virtio-9p-pci,fsdev=root,mount_tag={ROOT_TAG}",
         "-fsdev", f"local,id=out,path={m.out},security_model=none",
         "-device", f"virtio-9p-pci,fsdev=out,mount_tag={OUT_TAG}",
+        *shares,
     ]
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
+import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +29,7 @@ from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.initramfs import (
     GUEST_OUT,
+    GUEST_PYCACHE,
     GUEST_RAMFS,
     GUEST_RUN,
     GUEST_TMP,
@@ -53,6 +57,7 @@ from pytest_folio.vm.qemu import (
     run_guest,
 )
 
+WARMUP_TIMEOUT = 120.0
 KVM_BOOT_TIMEOUT = 15.0  # TCG reaches init in about 2 s here; a KVM guest that has not is hung
 GUEST_SAVE = f"{GUEST_OUT}/timings.json"
 MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the RAM disk
@@ -208,13 +213,54 @@ def guest_pytest_argv(python: str, pytest_args: list[str], mtd_size: int,
 def guest_env(environ: dict[str, str], colors: bool) -> dict[str, str]:
     env = {k: environ[k] for k in PASSED_ENV if k in environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(HOME=f"{GUEST_RUN}/home", TMPDIR=GUEST_TMP, PYTHONDONTWRITEBYTECODE="1",
+    env.update(HOME=f"{GUEST_RUN}/home", TMPDIR=GUEST_TMP, PYTHONPYCACHEPREFIX=GUEST_PYCACHE,
                PYTHONUNBUFFERED="1", PYTEST_FOLIO_VM="1",
                HYPOTHESIS_STORAGE_DIRECTORY=f"{GUEST_TMP}/hypothesis")
     # the guest's console is a tty, so pytest would colour even into a host pipe
     if "NO_COLOR" not in env:
         env.setdefault("PY_COLORS", "1" if colors else "0")
     return env
+
+
+def warmup_argv(python: str, pytest_args: list[str], cwd: Path) -> list[str]:
+    """A host-side ``pytest --co`` over the user's test paths, run to fill the bytecode
+    cache natively. Options are left out (they may name guest paths), and so is anything
+    that is neither a path here nor, with --pyargs, an importable module: one unknown
+    argument would stop the whole collection."""
+    pyargs = "--pyargs" in pytest_args
+    keep = []
+    for arg in pytest_args:
+        if arg.startswith("-"):
+            continue
+        if (cwd / arg.split("::", 1)[0]).exists() or (pyargs and _importable(arg)):
+            keep.append(arg)
+    return [python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p",
+            "pytest_folio", *(["--pyargs"] if pyargs else []), *keep]
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def warm_bytecode(argv: list[str], prefix: Path, environ: dict[str, str]) -> float:
+    """Compile on the host what the guest's pytest will import, into the bytecode share.
+
+    Compiling (and pytest's assertion rewriting) under TCG costs tens of seconds; on the
+    host it takes one or two, and the guest finds the results by the same paths (its root
+    is the host's). The guest ignores __pycache__ beside the sources once
+    PYTHONPYCACHEPREFIX is set, so this also covers the standard library. A collection
+    that fails here only leaves more for the guest to compile.
+    """
+    start = time.monotonic()
+    env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=WARMUP_TIMEOUT, check=False)
+    return time.monotonic() - start
 
 
 def module_params(opts: VMOptions) -> dict[str, str]:
@@ -323,9 +369,14 @@ class VMRun:
             (work / "out").mkdir()
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
+            pycache = self.cache.root / "pycache"
+            pycache.mkdir(parents=True, exist_ok=True)
+            spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
+                                  pycache, self.environ)
+            self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
             machine = Machine(image=image, initrd=initrd, cmdline=kernel_cmdline(params),
                               out=work / "out", mem_mib=self.opts.mem_mib,
-                              cpus=self.opts.cpus)
+                              cpus=self.opts.cpus, pycache=pycache)
             self.progress(f"prepared kernel {kernel.release} ({image.name}, {len(modules)} "
                           f"modules) in {time.monotonic() - self.clock:.1f} s")
             status = self.boot(qemu, machine)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import textwrap
 import time
@@ -38,6 +39,12 @@ def test_tcg_command_line(tmp_path: Path) -> None:
     assert "readonly" not in out
     assert option(cmd, "-device") == ["virtio-9p-pci,fsdev=root,mount_tag=folioroot",
                                       "virtio-9p-pci,fsdev=out,mount_tag=folioout"]
+
+
+def test_bytecode_share_is_optional(tmp_path: Path) -> None:
+    cmd = qemu_command("qemu", dataclasses.replace(machine(tmp_path), pycache=tmp_path / "pyc"))
+    assert option(cmd, "-fsdev")[2] == f"local,id=pyc,path={tmp_path / 'pyc'},security_model=none"
+    assert option(cmd, "-device")[2] == "virtio-9p-pci,fsdev=pyc,mount_tag=foliopyc"
 
 
 def test_kvm_command_line(tmp_path: Path) -> None:

@@ -16,7 +16,14 @@ from vm_helpers import bzimage, kernel_tree, module
 from pytest_folio.cli import main
 from pytest_folio.vm import EXIT_VM_ERROR, runner
 from pytest_folio.vm.initramfs import GUEST_RAMFS
-from pytest_folio.vm.runner import guest_env, guest_pytest_argv, kernel_cmdline, split_save
+from pytest_folio.vm.runner import (
+    guest_env,
+    guest_pytest_argv,
+    kernel_cmdline,
+    split_save,
+    warm_bytecode,
+    warmup_argv,
+)
 
 FAKE_QEMU = r'''
 import os, re, subprocess, sys, time
@@ -72,6 +79,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "busybox").write_bytes(b"\x7fELF busybox")
     monkeypatch.setattr(runner, "find_busybox", lambda: tmp_path / "busybox")
     monkeypatch.setattr(runner, "kvm_usable", lambda: False)
+    monkeypatch.setattr(runner, "warm_bytecode", lambda argv, prefix, environ: 0.0)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -234,6 +242,26 @@ def test_guest_argv_puts_the_kernel_targets_before_user_arguments() -> None:
     assert "--folio-mtd-size=4194304" in argv and "--folio-erasesize=65536" in argv
 
 
+def test_warmup_collects_the_user_paths_without_guest_options(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    args = ["-q", "--folio-fs", "x", "--pyargs", "pytest_folio.suites", "t.py::test_a",
+            "no_such_module"]
+    argv = warmup_argv("/py", args, tmp_path)
+    assert argv[:4] == ["/py", "-m", "pytest", "--co"]
+    assert argv[-3:] == ["--pyargs", "pytest_folio.suites", "t.py::test_a"]
+    assert "--folio-fs" not in argv and "x" not in argv
+    assert "pytest_folio.suites" not in warmup_argv("/py", ["pytest_folio.suites"], tmp_path)
+
+
+def test_warm_bytecode_fills_the_prefix(tmp_path: Path) -> None:
+    (tmp_path / "mod_for_warmup.py").write_text("X = 1\n")
+    argv = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+                                  "import mod_for_warmup"]
+    warm_bytecode(argv, tmp_path / "pyc", {"PATH": os.environ["PATH"],
+                                           "PYTHONDONTWRITEBYTECODE": "1"})
+    assert list((tmp_path / "pyc").rglob("mod_for_warmup.*.pyc"))
+
+
 def test_guest_env_is_fresh_but_keeps_the_interpreter_setup() -> None:
     env = guest_env({"PATH": "/venv/bin:/usr/bin", "PYTHONPATH": "/src", "SECRET": "x",
                      "HOME": "/root"}, colors=True)
@@ -241,6 +269,7 @@ def test_guest_env_is_fresh_but_keeps_the_interpreter_setup() -> None:
     assert "SECRET" not in env
     assert env["HOME"].startswith("/run/folio") and env["TMPDIR"].startswith("/run/folio")
     assert env["PY_COLORS"] == "1" and env["PYTEST_FOLIO_VM"] == "1"
+    assert env["PYTHONPYCACHEPREFIX"] == "/run/folio/pycache"
     assert "PY_COLORS" not in guest_env({"NO_COLOR": "1"}, colors=True)
     assert guest_env({}, colors=False)["PY_COLORS"] == "0"
 
