@@ -24,9 +24,9 @@ from pytest_folio.model.blockdev import BlockDevice
 from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import folio_mark_dirty
 from pytest_folio.model.folio import Folio, folio_lock, folio_put, folio_unlock
+from pytest_folio.model.mtdcore import mtd_check_erase, mtd_check_read, mtd_check_write
 from pytest_folio.model.stats import Stats
-from pytest_folio.targets.mtd_abi import mtd_check_erase, mtd_check_read, mtd_check_write
-from pytest_folio.targets.protocols import MTD_CAP_RAM, MTD_RAM, MTD_WRITEABLE
+from pytest_folio.uapi import MTD_CAP_RAM, MTD_RAM, MTD_WRITEABLE
 
 PAGE_MASK = ~(PAGE_SIZE - 1)
 APIS = ("folio", "page")
@@ -160,6 +160,20 @@ class Block2MTD:
         self.sync()
         self.bdev.close()
 
+    def _lock_still_mapped(self, folio: Folio) -> bool:
+        """folio_lock, then the series' first patch: if invalidate_bdev() dropped the folio
+        between lookup and lock, release it and say so, so the caller looks it up again
+        (with ``retry=False`` the check is gone and the write goes to the dropped folio)."""
+        if self.before_lock is not None:
+            self.before_lock(folio)
+        folio_lock(folio)
+        if self.retry and folio.mapping is not self.mapping:
+            folio_unlock(folio)
+            folio_put(folio)
+            self.stats.model.retries += 1
+            return False
+        return True
+
     # Hot loops: both paths avoid min() and other builtin calls (a call costs more than
     # copying a page here), so that what separates them is only the conversion's change.
     #
@@ -206,15 +220,9 @@ class Block2MTD:
             dst = folio.data[start:start + cpylen]
             src = data[done:done + cpylen]
             if dst.tobytes() != src:
-                if self.before_lock is not None:
-                    self.before_lock(folio)
                 stats.compound_head += 1                         # lock_page(page)
-                folio_lock(folio)
-                if self.retry and folio.mapping is not mapping:
+                if not self._lock_still_mapped(folio):
                     stats.compound_head += 2                     # unlock_page, put_page
-                    folio_unlock(folio)
-                    folio_put(folio)
-                    stats.retries += 1
                     continue
                 dst[:] = src
                 stats.bytes_copied += cpylen
@@ -239,15 +247,9 @@ class Block2MTD:
                 start = (index - folio.index) << PAGE_SHIFT
                 addr = folio.data[start:start + PAGE_SIZE]
             if addr.tobytes() != _ERASED_PAGE:
-                if self.before_lock is not None:
-                    self.before_lock(folio)
                 model.compound_head += 1                         # lock_page(page)
-                folio_lock(folio)
-                if self.retry and folio.mapping is not mapping:
+                if not self._lock_still_mapped(folio):
                     model.compound_head += 2                     # unlock_page, put_page
-                    folio_unlock(folio)
-                    folio_put(folio)
-                    model.retries += 1
                     continue
                 addr[:] = _ERASED_PAGE
                 model.compound_head += 2                         # set_page_dirty, unlock_page
@@ -290,13 +292,7 @@ class Block2MTD:
             dst = folio.data[offset:offset + cpylen]
             src = data[done:done + cpylen]
             if dst.tobytes() != src:
-                if self.before_lock is not None:
-                    self.before_lock(folio)
-                folio_lock(folio)
-                if self.retry and folio.mapping is not mapping:
-                    folio_unlock(folio)
-                    folio_put(folio)
-                    stats.retries += 1
+                if not self._lock_still_mapped(folio):
                     continue
                 dst[:] = src
                 stats.bytes_copied += cpylen
@@ -328,13 +324,7 @@ class Block2MTD:
             if view.tobytes() == erased:
                 stats.erase_pages_skipped += length >> PAGE_SHIFT
             else:
-                if self.before_lock is not None:
-                    self.before_lock(folio)
-                folio_lock(folio)
-                if self.retry and folio.mapping is not mapping:
-                    folio_unlock(folio)
-                    folio_put(folio)
-                    stats.model.retries += 1
+                if not self._lock_still_mapped(folio):
                     continue
                 if length == PAGE_SIZE:  # the one page is not erased: no second look needed
                     view[:] = _ERASED_PAGE

@@ -36,7 +36,7 @@ from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
 from pytest_folio.options import check_ramfs_block_size, parse_block_size
 from pytest_folio.sizes import ilog2
-from pytest_folio.targets.protocols import (
+from pytest_folio.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
     FALLOC_FL_KEEP_SIZE,

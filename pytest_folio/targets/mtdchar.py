@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_folio.model import mtdcore
 from pytest_folio.targets import mtd_abi
 from pytest_folio.targets.protocols import MTD_WRITEABLE
 from pytest_folio.targets.spec import TargetError
@@ -227,7 +228,7 @@ class MTDChar:
                 f"--folio-allow-destructive")
 
     def read(self, offset: int, length: int) -> bytes:
-        mtd_abi.mtd_check_read(offset, length, self.size)
+        mtdcore.mtd_check_read(offset, length, self.size)
         chunks = []
         while length:
             chunk = os.pread(self.fd, length, offset)
@@ -240,7 +241,7 @@ class MTDChar:
 
     def write(self, offset: int, data: bytes) -> None:
         self._refuse_unless_allowed("write")
-        mtd_abi.mtd_check_write(offset, len(data), self.size, self.flags, self.name)
+        mtdcore.mtd_check_write(offset, len(data), self.size, self.flags, self.name)
         view = memoryview(data)
         while view:
             done = os.pwrite(self.fd, view, offset)
@@ -251,7 +252,7 @@ class MTDChar:
 
     def erase(self, offset: int, length: int) -> None:
         self._refuse_unless_allowed("erase")
-        mtd_abi.mtd_check_erase(offset, length, self.size, self.flags, self.name)
+        mtdcore.mtd_check_erase(offset, length, self.size, self.flags, self.name)
         if self._erase64:
             try:
                 self._ioctl(self.fd, mtd_abi.MEMERASE64,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_folio.model import mtdcore
 from pytest_folio.targets import mtd_abi, protocols
 
 HEADER = Path("/usr/include/mtd/mtd-abi.h")
@@ -107,29 +108,29 @@ def test_mtd_info_user_round_trip() -> None:
 # The MTD core's checks, shared by block2mtd and the real device.
 
 def test_read_range() -> None:
-    mtd_abi.mtd_check_read(0, 100, 100)
-    mtd_abi.mtd_check_read(100, 0, 100)
+    mtdcore.mtd_check_read(0, 100, 100)
+    mtdcore.mtd_check_read(100, 0, 100)
     for offset, length in [(-1, 1), (1, 100), (100, 1), (0, -1)]:
         with pytest.raises(OSError) as info:
-            mtd_abi.mtd_check_read(offset, length, 100)
+            mtdcore.mtd_check_read(offset, length, 100)
         assert info.value.errno == errno.EINVAL
 
 
 def test_write_checks_erofs_before_range() -> None:
     with pytest.raises(OSError) as info:
-        mtd_abi.mtd_check_write(1000, 1, 100, protocols.MTD_CAP_ROM, "rom")
+        mtdcore.mtd_check_write(1000, 1, 100, protocols.MTD_CAP_ROM, "rom")
     assert info.value.errno == errno.EROFS
     with pytest.raises(OSError) as info:
-        mtd_abi.mtd_check_write(99, 2, 100, protocols.MTD_CAP_RAM, "ram")
+        mtdcore.mtd_check_write(99, 2, 100, protocols.MTD_CAP_RAM, "ram")
     assert info.value.errno == errno.EINVAL
-    mtd_abi.mtd_check_write(99, 1, 100, protocols.MTD_CAP_RAM, "ram")
+    mtdcore.mtd_check_write(99, 1, 100, protocols.MTD_CAP_RAM, "ram")
 
 
 def test_erase_checks_range_before_erofs() -> None:
     with pytest.raises(OSError) as info:
-        mtd_abi.mtd_check_erase(100, 0, 100, protocols.MTD_CAP_ROM, "rom")
+        mtdcore.mtd_check_erase(100, 0, 100, protocols.MTD_CAP_ROM, "rom")
     assert info.value.errno == errno.EINVAL  # addr must be below the size, even for len 0
     with pytest.raises(OSError) as info:
-        mtd_abi.mtd_check_erase(0, 10, 100, protocols.MTD_CAP_ROM, "rom")
+        mtdcore.mtd_check_erase(0, 10, 100, protocols.MTD_CAP_ROM, "rom")
     assert info.value.errno == errno.EROFS
-    mtd_abi.mtd_check_erase(0, 100, 100, protocols.MTD_CAP_NORFLASH, "nor")
+    mtdcore.mtd_check_erase(0, 100, 100, protocols.MTD_CAP_NORFLASH, "nor")
