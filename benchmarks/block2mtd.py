@@ -1,6 +1,6 @@
 """Side-by-side timing of block2mtd's page and folio paths (not a test: run it).
 
-    python tests/mtd/bench_block2mtd.py [--size 256M] [--passes 3] [--orders 0,2,4]
+    python benchmarks/block2mtd.py [--size 256M] [--passes 3] [--orders 0,2,4]
 
 For each folio size it builds one device per path, warms the page cache with a write
 pass, then alternates timed passes of the two paths over the whole device (eraseblock
