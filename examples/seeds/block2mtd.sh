@@ -12,7 +12,8 @@ out=${OUT:-/tmp/folio-seeds}
 step=${STEP:-all}
 mkdir -p "$out"
 run() {
-    python -m pytest -q -p no:cacheprovider "$here/test_block2mtd_speed.py" \
+    python -m pytest -q -p no:cacheprovider -c "$here/pytest.ini" \
+        --pyargs pytest_folio.suites.test_mtd_speed \
         --folio-mtd-size "${SIZE:-256M}" --folio-orders "${ORDERS:-0,2,4}" \
         --folio-mtd "$1" --folio-save "$2" ${EXTRA:-} >"$2.log"
     tail -n 1 "$2.log" >&2
