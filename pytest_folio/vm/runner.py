@@ -294,6 +294,7 @@ class Console:
                 self.err.write(f"folio-vm: {value.strip()}\n")
             self.err.flush()
         elif "start" in self.marks and "exit" not in self.marks:
+            self.tail.append(line)
             self.out.write(line + "\n")
             self.out.flush()
         else:

@@ -51,6 +51,8 @@ if mode == "guest-error":
     sys.exit(0)
 if mode == "hang":
     subprocess.Popen(["sleep", "60"])
+    say("@@folio-vm start")
+    say("suites/test_mtd_stress.py ...")
     time.sleep(60)
 say("@@folio-vm kernel [    0.000000] Linux version 6.1.0-fake (gcc) #1 SMP")
 say("@@folio-vm mtd [    1.8] block2mtd: mtd0: [/dev/ram0] erase_size = 128KiB [131072]")
@@ -159,7 +161,8 @@ def test_forced_kvm_does_not_fall_back(fake: Path, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize(("mode", "message"), [
-    ("hang", r"the guest did not finish within 2 s \(qemu killed; last console line: "),
+    ("hang", r"the guest did not finish within 2 s \(qemu killed; last console line: "
+             r"suites/test_mtd_stress.py ...\)$"),
     ("guest-error", r"guest: cannot mount the host root over 9p \(needs CONFIG_9P_FS\)$"),
     ("crash", r"qemu exited before the tests finished: qemu-system-x86_64: could not "
               r"load kernel$"),
