@@ -30,6 +30,8 @@ def _missing() -> str | None:
     return None
 
 
+MISSING = _missing()
+
 GUEST_TESTS = '''
 import os
 
@@ -58,7 +60,7 @@ def leftover_qemus() -> list[int]:
 
 
 @pytest.mark.vm_boot
-@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+@pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 def test_real_boot_runs_pytest_in_the_kernel(tmp_path: Path) -> None:
     (tmp_path / "test_in_guest.py").write_text(GUEST_TESTS)
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
