@@ -98,9 +98,7 @@ class GuestJob:
     """What the guest does once it is up."""
 
     modules: list[str]              # names to insmod, in order (files in /lib/modules)
-    module_params: dict[str, str]   # name -> parameters for insmod
-    mtd_size: int                   # RAM disk size in bytes
-    erasesize: int
+    module_params: dict[str, str]   # name -> parameters for insmod (the geometry)
     cwd: str
     argv: list[str]                 # the one process to run, chrooted into the host root
     env: dict[str, str]

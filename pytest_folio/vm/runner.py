@@ -360,8 +360,7 @@ class VMRun:
         params = module_params(self.opts)
         pytest_args, save = split_save(self.opts.pytest_args)
         job = GuestJob(
-            modules=[name for name, _ in modules], module_params=params,
-            mtd_size=self.opts.mtd_size, erasesize=self.opts.erasesize, cwd=os.getcwd(),
+            modules=[name for name, _ in modules], module_params=params, cwd=os.getcwd(),
             argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
                                    self.opts.erasesize),
             env=guest_env(self.environ, self.out.isatty()))

@@ -26,7 +26,7 @@ def job(**changes: object) -> GuestJob:
     base = dict(modules=["virtio", "9p", "brd", "mtd", "block2mtd"],
                 module_params={"brd": "rd_nr=1 rd_size=16384 max_part=0",
                                "block2mtd": "block2mtd=/dev/ram0,131072"},
-                mtd_size=16 << 20, erasesize=128 << 10, cwd="/work/my project",
+                cwd="/work/my project",
                 argv=["/usr/bin/python3", "-m", "pytest", "-k", "a and not b", "it's"],
                 env={"PATH": "/usr/bin:/bin", "HOME": "/run/folio/home"})
     base.update(changes)
