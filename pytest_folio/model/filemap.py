@@ -319,6 +319,14 @@ class AddressSpace:
         folio.uptodate = True
         self.stats.read_folio += 1
 
+    def _read_folio_locked(self, folio: Folio) -> None:
+        """read_folio runs with the folio locked, as filemap_read_folio does."""
+        folio.locked = True
+        try:
+            self._read_folio(folio)
+        finally:
+            folio.locked = False
+
     def read_mapping_folio(self, index: int) -> Folio:
         """An uptodate folio holding ``index``, read through ``a_ops.read_folio`` if
         needed (at the minimum order, as do_read_cache_folio does). Unlocked; the caller
@@ -331,22 +339,14 @@ class AddressSpace:
                     self.stats.retries += 1
                     continue
                 folio.refcount += 1
-                folio.locked = True
-                try:
-                    self._read_folio(folio)
-                finally:
-                    folio.locked = False
+                self._read_folio_locked(folio)
                 return folio
             if not folio.uptodate:
                 if folio.locked:
                     folio_put(folio)
                     raise FolioDeadlock(f"folio at index {folio.index} is locked and not "
                                         "uptodate")
-                folio.locked = True
-                try:
-                    self._read_folio(folio)
-                finally:
-                    folio.locked = False
+                self._read_folio_locked(folio)
             return folio
 
     # -- dirtying and writeback ---------------------------------------------------------------
@@ -510,11 +510,7 @@ class AddressSpace:
             folio = self._create_folio(index, order, readahead=True)
             if folio is None:
                 break
-            folio.locked = True
-            try:
-                self._read_folio(folio)
-            finally:
-                folio.locked = False
+            self._read_folio_locked(folio)
             self.stats.readahead += 1
             index = folio.index + folio.nr_pages
         self._ra_next = index
@@ -539,11 +535,7 @@ class AddressSpace:
                 self.stats.retries += 1
                 folio = self._lookup(index)
                 continue
-            folio.locked = True
-            try:
-                self._read_folio(folio)
-            finally:
-                folio.locked = False
+            self._read_folio_locked(folio)
         return folio
 
     # -- the fast paths ---------------------------------------------------------------------------
