@@ -28,8 +28,7 @@ from typing import ClassVar
 import pytest
 from pytest_folio.fixtures.fsx import FsxRunner
 
-from pytest_folio.fsx.config import FsxOptions, parse_fsx_args
-from pytest_folio.fsx.machine import QUICK
+from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
 from pytest_folio.targets.protocols import FileSystem
 
 __all__ = ["FsxSuite"]

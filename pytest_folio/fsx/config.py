@@ -20,6 +20,11 @@ from typing import Any
 DEFAULT_MAXFILELEN = 256 * 1024
 DEFAULT_MAXOPLEN = 64 * 1024
 
+# The Hypothesis profiles of the state machine (pytest_folio.fsx.machine), by name: the
+# machine imports Hypothesis, so the names live here for callers that only pass them on.
+QUICK = "fsx-quick"
+THOROUGH = "fsx-thorough"
+
 
 @dataclasses.dataclass(frozen=True)
 class FsxOptions:

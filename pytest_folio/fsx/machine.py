@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from pytest_folio.fsx.config import FsxOptions
+from pytest_folio.fsx.config import QUICK, THOROUGH, FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import (
     FL_CLOSE_OPEN,
@@ -46,8 +46,6 @@ from pytest_folio.fsx.log import (
 )
 from pytest_folio.targets.protocols import FileSystem
 
-QUICK = "fsx-quick"
-THOROUGH = "fsx-thorough"
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile(QUICK, max_examples=25, stateful_step_count=50, deadline=None,
                           suppress_health_check=_HEALTH)
