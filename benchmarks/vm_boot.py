@@ -1,6 +1,6 @@
 """Where the time goes in ``python -m pytest_folio vm``: prepare, boot, Python, first test.
 
-Run: ``python tests/vm/bench_vm_boot.py [ROUNDS]``. Boots the distribution kernel (cached
+Run: ``python benchmarks/vm_boot.py [ROUNDS]``. Boots the distribution kernel (cached
 after the first run) with a one-test guest file, alternating plugin autoloading on and off
 in the same run, and prints each phase as the host saw it, plus the guest's own uptime at
 the first test. The load average is printed too: under TCG every figure scales with it.
