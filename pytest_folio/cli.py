@@ -36,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_folio",
-                     description="pytest-folio's tools for saved runs.")
+                     description="pytest-folio's tools: compare saved runs, print "
+                                 "bandwidth tables, run the suites inside a VM.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=_Parser)
     for entry in COMMANDS:
