@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
-from pytest_folio.sizes import format_size, is_power_of_two, parse_list, parse_size
-
-MIN_RAMFS_BLOCK_SIZE = PAGE_SIZE
-MAX_RAMFS_BLOCK_SIZE = PAGE_SIZE << MAX_PAGECACHE_ORDER
+from pytest_folio.model.ramfs import parse_block_size
+from pytest_folio.sizes import format_size, parse_list, parse_size
 
 # (option, help, default, kind). The ini key is the option's name without the dashes:
 # --folio-orders is folio_orders, --folio-mtd-size is folio_mtd_size.
@@ -110,18 +108,6 @@ def parse_order(text: str | int) -> int:
     except ValueError:
         raise ValueError(f"not a folio order: {text!r} (use 0..{MAX_PAGECACHE_ORDER})") from None
     return check_order(order)
-
-
-def check_ramfs_block_size(size: int) -> int:
-    if not is_power_of_two(size) or not MIN_RAMFS_BLOCK_SIZE <= size <= MAX_RAMFS_BLOCK_SIZE:
-        raise ValueError(
-            f"block size {size} must be a power of two from "
-            f"{format_size(MIN_RAMFS_BLOCK_SIZE)} to {format_size(MAX_RAMFS_BLOCK_SIZE)}")
-    return size
-
-
-def parse_block_size(text: str | int) -> int:
-    return check_ramfs_block_size(parse_size(text))
 
 
 def _positive_int(text: str, what: str) -> int:

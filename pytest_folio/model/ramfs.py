@@ -29,13 +29,12 @@ import stat as statmod
 import time
 from typing import NoReturn
 
-from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import FGP_CREAT, FGP_LOCK, AddressSpace, zero_range
 from pytest_folio.model.folio import Folio, folio_put
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
-from pytest_folio.options import check_ramfs_block_size, parse_block_size
-from pytest_folio.sizes import ilog2
+from pytest_folio.sizes import format_size, ilog2, is_power_of_two, parse_size
 from pytest_folio.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -64,6 +63,20 @@ FULL_FEATURES = DEFAULT_FEATURES | {"fallocate", "punch_hole", "zero_range", "co
 
 def _fail(err: int, what: str) -> NoReturn:
     raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+MIN_BLOCKSIZE = PAGE_SIZE
+MAX_BLOCKSIZE = PAGE_SIZE << MAX_PAGECACHE_ORDER
+
+
+def parse_block_size(value: int | str) -> int:
+    """The ``blocksize`` mount option: a power of two from 4K to 2M, as bytes or a size
+    such as ``"16k"``. The seed patch clamps anything else silently; we refuse it."""
+    size = value if isinstance(value, int) else parse_size(value)
+    if not is_power_of_two(size) or not MIN_BLOCKSIZE <= size <= MAX_BLOCKSIZE:
+        raise ValueError(f"block size {size} must be a power of two from "
+                         f"{format_size(MIN_BLOCKSIZE)} to {format_size(MAX_BLOCKSIZE)}")
+    return size
 
 
 class RamfsAops:
@@ -127,8 +140,7 @@ class Ramfs:
     def __init__(self, blocksize: int | str = PAGE_SIZE, features: str = "default",
                  memory: int = DEFAULT_MEMORY, *, stats: Stats | None = None) -> None:
         try:
-            blocksize = (check_ramfs_block_size(blocksize) if isinstance(blocksize, int)
-                         else parse_block_size(blocksize))
+            blocksize = parse_block_size(blocksize)
         except (ValueError, TypeError) as exc:
             raise OSError(errno.EINVAL, f"ramfs: blocksize={blocksize!r}: {exc}") from None
         if features not in ("default", "full"):
