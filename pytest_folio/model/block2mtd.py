@@ -33,17 +33,17 @@ _IN_PAGE = PAGE_SIZE - 1
 APIS = ("folio", "page")
 
 
-class _ErasedBytes(dict[int, bytes]):
-    """``_ERASED[n]``: n bytes of 0xFF, made once, so checking a folio for "erased" is
-    one memcmp (a dict lookup, cheaper per folio than any function call)."""
+class _ErasedPages(dict[int, bytes]):
+    """``_ERASED_PAGES[n]``: n pages of 0xFF, made once, so checking a folio for "erased"
+    is one memcmp (a dict lookup, cheaper per folio than any function call)."""
 
-    def __missing__(self, length: int) -> bytes:
-        self[length] = erased = b"\xff" * length
+    def __missing__(self, nr_pages: int) -> bytes:
+        self[nr_pages] = erased = b"\xff" * (nr_pages << PAGE_SHIFT)
         return erased
 
 
-_ERASED = _ErasedBytes()
-_ERASED_PAGE = _ERASED[PAGE_SIZE]
+_ERASED_PAGES = _ErasedPages()
+_ERASED_PAGE = _ERASED_PAGES[1]
 
 
 class Block2MTDStats:
@@ -242,30 +242,35 @@ class Block2MTD:
     def _erase_pages(self, index: int, pages: int) -> None:
         mapping = self.mapping
         stats = self.stats
-        model = stats.model
-        while pages:
-            folio = mapping.read_mapping_folio(index)            # page = read_mapping_page()
-            if folio.nr_pages == 1:                              # page_address(page)
-                addr = folio.data
-            else:
-                start = (index - folio.index) << PAGE_SHIFT
-                addr = folio.data[start:start + PAGE_SIZE]
-            if addr.tobytes() != _ERASED_PAGE:
-                model.compound_head += 1                         # lock_page(page)
-                if not self._lock_still_mapped(folio):
-                    model.compound_head += 2                     # unlock_page, put_page
-                    continue
-                addr[:] = _ERASED_PAGE
-                model.compound_head += 2                         # set_page_dirty, unlock_page
-                folio_mark_dirty(folio)
-                folio_unlock(folio)
-                stats.erase_pages_written += 1
-            else:
-                stats.erase_pages_skipped += 1
-            model.compound_head += 1                             # put_page(page)
-            folio_put(folio)
-            pages -= 1
-            index += 1
+        heads = written = skipped = 0
+        end = index + pages
+        try:
+            while index < end:
+                folio = mapping.read_mapping_folio(index)        # page = read_mapping_page()
+                if folio.nr_pages == 1:                          # page_address(page)
+                    addr = folio.data
+                else:
+                    start = (index - folio.index) << PAGE_SHIFT
+                    addr = folio.data[start:start + PAGE_SIZE]
+                if addr.tobytes() == _ERASED_PAGE:
+                    skipped += 1
+                else:
+                    heads += 1                                   # lock_page(page)
+                    if not self._lock_still_mapped(folio):
+                        heads += 2                               # unlock_page, put_page
+                        continue
+                    addr[:] = _ERASED_PAGE
+                    heads += 2                                   # set_page_dirty, unlock_page
+                    folio_mark_dirty(folio)
+                    folio_unlock(folio)
+                    written += 1
+                heads += 1                                       # put_page(page)
+                folio_put(folio)
+                index += 1
+        finally:
+            stats.model.compound_head += heads
+            stats.erase_pages_written += written
+            stats.erase_pages_skipped += skipped
 
     # -- api="folio": whole folios, no compound_head ----------------------------------
 
@@ -309,42 +314,46 @@ class Block2MTD:
     def _erase_folios(self, index: int, pages: int) -> None:
         mapping = self.mapping
         stats = self.stats
-        pos = index << PAGE_SHIFT
-        end = pos + (pages << PAGE_SHIFT)
-        erased, erased_length = _ERASED_PAGE, PAGE_SIZE  # folios come in runs of one size
-        while pos < end:
-            folio = mapping.read_mapping_folio(pos >> PAGE_SHIFT)
-            length = folio.size
-            if folio.pos == pos and length <= end - pos:  # the whole folio: the usual case
-                view = folio.data
-            else:
-                offset = pos - folio.pos
-                length -= offset
-                if length > end - pos:
-                    length = end - pos
-                view = folio.data[offset:offset + length]
-            if length != erased_length:
-                erased, erased_length = _ERASED[length], length
-            if view.tobytes() == erased:
-                stats.erase_pages_skipped += length >> PAGE_SHIFT
-            else:
-                if not self._lock_still_mapped(folio):
-                    continue
-                if length == PAGE_SIZE:  # the one page is not erased: no second look needed
-                    view[:] = _ERASED_PAGE
-                    stats.erase_pages_written += 1
+        written = skipped = 0
+        end = index + pages
+        erased, erased_nr = _ERASED_PAGE, 1      # folios come in runs of one size
+        try:
+            while index < end:
+                folio = mapping.read_mapping_folio(index)
+                nr = folio.nr_pages
+                if folio.index == index and nr <= end - index:   # the whole folio: usual
+                    view = folio.data
                 else:
-                    for start in range(0, length, PAGE_SIZE):
-                        page = view[start:start + PAGE_SIZE]
-                        if page.tobytes() == _ERASED_PAGE:
-                            stats.erase_pages_skipped += 1
-                        else:
-                            page[:] = _ERASED_PAGE
-                            stats.erase_pages_written += 1
-                folio_mark_dirty(folio)
-                folio_unlock(folio)
-            folio_put(folio)
-            pos += length
+                    first = index - folio.index
+                    nr -= first
+                    if nr > end - index:
+                        nr = end - index
+                    view = folio.data[first << PAGE_SHIFT:(first + nr) << PAGE_SHIFT]
+                if nr != erased_nr:
+                    erased, erased_nr = _ERASED_PAGES[nr], nr
+                if view.tobytes() == erased:
+                    skipped += nr
+                else:
+                    if not self._lock_still_mapped(folio):
+                        continue
+                    if nr == 1:              # the one page is not erased: no second look
+                        view[:] = _ERASED_PAGE
+                        written += 1
+                    else:
+                        for start in range(0, nr << PAGE_SHIFT, PAGE_SIZE):
+                            page = view[start:start + PAGE_SIZE]
+                            if page.tobytes() == _ERASED_PAGE:
+                                skipped += 1
+                            else:
+                                page[:] = _ERASED_PAGE
+                                written += 1
+                    folio_mark_dirty(folio)
+                    folio_unlock(folio)
+                folio_put(folio)
+                index += nr
+        finally:
+            stats.erase_pages_written += written
+            stats.erase_pages_skipped += skipped
 
 
 def make_reference_block2mtd(*, size: int, erasesize: int, folio_order: int,
