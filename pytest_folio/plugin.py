@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_folio import hookspecs
-from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.options import (
     FolioSettings,
     add_options,

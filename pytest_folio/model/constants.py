@@ -1,6 +1,6 @@
-"""The kernel's page-cache constants the model is built on (x86-64 values)."""
+"""The page-cache constants the model is built on, re-exported from the bottom layer
+(:mod:`pytest_folio.constants`) so model code and existing imports keep one spelling."""
 
-PAGE_SHIFT = 12
-PAGE_SIZE = 1 << PAGE_SHIFT
-# include/linux/pagemap.h: min(PMD_ORDER, MAX_PAGE_ORDER) on x86-64, i.e. 2 MiB folios.
-MAX_PAGECACHE_ORDER = 9
+from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
+
+__all__ = ["MAX_PAGECACHE_ORDER", "PAGE_SHIFT", "PAGE_SIZE"]

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,

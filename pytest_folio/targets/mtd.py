@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 from typing import Any
 
-from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
