@@ -33,8 +33,7 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-allow-destructive",
      "allow suites to erase or write a real device or a non-empty directory", None, "bool"),
     ("--folio-fsx-ops", "number of fsx operations per run", "10000", "string"),
-    ("--folio-fsx-seed", "fsx seed (default: chosen once per run and printed in the header)",
-     None, "string"),
+    ("--folio-fsx-seed", "alias of --folio-seed", None, "string"),
     ("--folio-fsx-replay", "replay this .fsxops file (fsx's --replay-ops format) in the fsx "
      "suite instead of a random run", None, "string"),
     ("--folio-fsx-dir", "keep the fsx suite's .fsxops/.fsxgood/.fsxlog files in this "
@@ -44,6 +43,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-compare-fail",
      "fail the run when a timing regresses significantly by more than PCT percent", None,
      "string"),
+    ("--folio-seed", "the run's seed for every random suite (default: chosen once per run "
+     "and printed in the header)", None, "string"),
 ]
 
 
@@ -86,12 +87,33 @@ class FolioSettings:
     erasesize: int
     allow_destructive: bool
     fsx_ops: int
-    fsx_seed: int
+    seed: int
     fsx_replay: Path | None
     fsx_dir: Path | None
     save: Path | None
     compare: Path | None
     compare_fail: float | None
+
+    @property
+    def fsx_seed(self) -> int:
+        """The fsx suite's seed: the run's :attr:`seed` (``--folio-fsx-seed`` is its alias)."""
+        return self.seed
+
+
+def _seed(config: pytest.Config, chosen: int | None) -> int:
+    """``--folio-seed`` or its alias ``--folio-fsx-seed`` (both only if they agree), else
+    the controller's ``chosen`` seed, else a new random one."""
+    given = {option: _positive_int(text, option)
+             for option in ("--folio-seed", "--folio-fsx-seed")
+             if (text := _raw(config, option)) not in (None, "")}
+    if len(set(given.values())) > 1:
+        raise ValueError("--folio-seed and its alias --folio-fsx-seed disagree: "
+                         f"{given['--folio-seed']} and {given['--folio-fsx-seed']}")
+    if given:
+        return next(iter(given.values()))
+    if chosen is not None:
+        return chosen
+    return random.SystemRandom().randrange(1, 1 << 31)
 
 
 def check_order(order: int) -> int:
@@ -132,11 +154,11 @@ def check_mtd_geometry(size: int, erasesize: int) -> None:
             f"{format_size(size)}")
 
 
-def read_settings(config: pytest.Config, fsx_seed: int | None = None) -> FolioSettings:
+def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettings:
     """Parse and check every option; raise pytest.UsageError with one line on bad input.
 
-    ``fsx_seed`` is the controller's choice, handed to xdist workers so every process
-    uses the same one.
+    ``seed`` is the controller's choice, handed to xdist workers so every process uses
+    the same one.
     """
     try:
         orders = tuple(parse_order(o) for o in parse_list(str(_raw(config, "--folio-orders"))))
@@ -150,13 +172,7 @@ def read_settings(config: pytest.Config, fsx_seed: int | None = None) -> FolioSe
         erasesize = parse_size(str(_raw(config, "--folio-erasesize")))
         check_mtd_geometry(mtd_size, erasesize)
         fsx_ops = _positive_int(_raw(config, "--folio-fsx-ops"), "--folio-fsx-ops")
-        seed_text = _raw(config, "--folio-fsx-seed")
-        if seed_text not in (None, ""):
-            seed = _positive_int(seed_text, "--folio-fsx-seed")
-        elif fsx_seed is not None:
-            seed = fsx_seed
-        else:
-            seed = random.SystemRandom().randrange(1, 1 << 31)
+        seed = _seed(config, seed)
         fail_text = _raw(config, "--folio-compare-fail")
         compare_fail = None
         if fail_text not in (None, ""):
@@ -185,7 +201,7 @@ def read_settings(config: pytest.Config, fsx_seed: int | None = None) -> FolioSe
         erasesize=erasesize,
         allow_destructive=bool(destructive),
         fsx_ops=fsx_ops,
-        fsx_seed=seed,
+        seed=seed,
         fsx_replay=Path(fsx_replay) if fsx_replay else None,
         fsx_dir=Path(fsx_dir) if fsx_dir else None,
         save=Path(save) if save else None,

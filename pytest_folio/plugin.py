@@ -6,6 +6,7 @@ works). Fixtures live in :mod:`pytest_folio.fixtures`; this module only wires th
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
-    config.stash[SETTINGS_KEY] = read_settings(config, fsx_seed=workerinput.get("folio_fsx_seed"))
+    config.stash[SETTINGS_KEY] = read_settings(config, seed=workerinput.get("folio_seed"))
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
 
@@ -66,18 +67,27 @@ class _XdistController:
     """Hands the controller's decisions to every worker, so all collect and seed alike."""
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["folio_fsx_seed"] = settings(node.config).fsx_seed
+        node.workerinput["folio_seed"] = settings(node.config).seed
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = settings(config)
     return [
-        "folio: orders {} ({}), block sizes {}, mtd {}, fs {}, fsx seed {}".format(
+        "folio: orders {} ({}), block sizes {}, mtd {}, fs {}, seed {} (rerun: "
+        "--folio-seed={})".format(
             ",".join(map(str, s.orders)),
             ",".join(format_size(PAGE_SIZE << o) for o in s.orders),
             ",".join(format_size(b) for b in s.block_sizes),
-            s.mtd, s.fs, s.fsx_seed),
+            s.mtd, s.fs, s.seed, s.seed),
     ]
+
+
+def rerun_command(item: pytest.Item, *options: str) -> str:
+    """The pytest command line that runs ``item`` again with the run's seed: the test by
+    its file path (so it works from any directory), then ``options``."""
+    test = "::".join([str(item.path), *item.nodeid.split("::")[1:]])
+    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", test, *options,
+                       f"--folio-seed={settings(item.config).seed}"])
 
 
 def _marker_values(metafunc: pytest.Metafunc, name: str) -> tuple[Any, ...] | None:

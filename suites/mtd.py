@@ -51,7 +51,8 @@ from pytest_folio.mtdtests.block2mtd import (
     check_erase_skips_erased_pages,
     check_unchanged_write_dirties_nothing,
 )
-from pytest_folio.plugin import settings
+from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.plugin import rerun_command, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.protocols import MTDDevice
 
@@ -93,6 +94,19 @@ def folio_param(dev: MTDDevice, request: pytest.FixtureRequest) -> dict[str, str
     return {} if order is None else {"folio": format_size(PAGE_SIZE << int(order))}
 
 
+def _rerun(request: pytest.FixtureRequest) -> str:
+    """This test again on the same target, geometry, folio order and seed."""
+    s = settings(request.config)
+    options = [f"--folio-mtd={s.mtd}", f"--folio-mtd-size={format_size(s.mtd_size)}",
+               f"--folio-erasesize={format_size(s.erasesize)}"]
+    callspec = getattr(request.node, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    order = params.get("folio_order", params.get("mtd_device"))
+    if isinstance(order, int):
+        options.append(f"--folio-orders={order}")
+    return rerun_command(request.node, *options)
+
+
 class _MTDSuite:
     """What the suites share: the log sink and the target's description."""
 
@@ -105,16 +119,25 @@ class _MTDSuite:
 
     @staticmethod
     @contextmanager
-    def _running(request: pytest.FixtureRequest, suite: str) -> Iterator[Callable[[str], None]]:
+    def _running(request: pytest.FixtureRequest, suite: str,
+                 rerun: bool = False) -> Iterator[Callable[[str], None]]:
         """Collect the kernel-style log lines into a report section of the test (see them
-        with ``-rP``), and turn a bad suite parameter into a one-line failure."""
+        with ``-rP``), and turn a bad suite parameter into a one-line failure; with
+        ``rerun``, a device error also names the command that repeats the random run."""
         lines: list[str] = []
+        failure = ""
         try:
             yield lambda line: lines.append(f"{suite}: {line}")
         except MTDParameterError as exc:   # a suite attribute that does not fit the device
-            pytest.fail(f"{suite}: {exc}", pytrace=False)
+            failure = f"{suite}: {exc}"
+        except MTDTestError as exc:
+            if not rerun:
+                raise
+            failure = f"{suite}: {exc}\n{suite}: rerun it: {_rerun(request)}"
         finally:
             request.node.add_report_section("call", suite, "\n".join(lines))
+        if failure:   # without the device error chained to it: the message says it all
+            raise pytest.fail.Exception(failure, pytrace=False) from None
 
 
 class MTDSpeedSuite(_MTDSuite):
@@ -129,9 +152,9 @@ class MTDSpeedSuite(_MTDSuite):
                    capsys: pytest.CaptureFixture[str]) -> None:
         config = request.config
         require_destructive(mtd_device, config)
-        with self._running(request, "mtd_speedtest") as say:
+        with self._running(request, "mtd_speedtest", rerun=True) as say:
             results = run_speedtest(mtd_device, passes=self.speed_passes,
-                                    count=self.speed_count, seed=settings(config).fsx_seed,
+                                    count=self.speed_count, seed=settings(config).seed,
                                     log=say)
         params = folio_param(mtd_device, request)
         target = self._target(config)
@@ -174,13 +197,13 @@ class MTDStressSuite(_MTDSuite):
     """mtd_stresstest, every read checked against an in-memory copy of the device."""
 
     stress_count: ClassVar[int] = 10000       # the kernel module's default
-    stress_seed: ClassVar[int | None] = None  # None: the run's seed (--folio-fsx-seed)
+    stress_seed: ClassVar[int | None] = None  # None: the run's seed (--folio-seed)
 
     def test_stress(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         require_destructive(mtd_device, request.config)
         seed = self.stress_seed if self.stress_seed is not None else settings(
-            request.config).fsx_seed
-        with self._running(request, "mtd_stresstest") as say:
+            request.config).seed
+        with self._running(request, "mtd_stresstest", rerun=True) as say:
             say(f"seed {seed}, count {self.stress_count}")
             result = run_stresstest(mtd_device, count=self.stress_count, seed=seed, log=say)
         assert result.operations == self.stress_count
@@ -217,7 +240,7 @@ class MTDNandSuite(_MTDSuite):
         self._skip_unless_runnable(mtd_device, "mtd_pagetest")
         require_destructive(mtd_device, request.config)
         with self._running(request, "mtd_pagetest") as say:
-            pages = run_pagetest(mtd_device, seed=settings(request.config).fsx_seed, log=say)
+            pages = run_pagetest(mtd_device, seed=settings(request.config).seed, log=say)
         assert pages > 0
 
     def test_subpagetest(self, mtd_device: MTDDevice) -> None:
@@ -258,7 +281,7 @@ class Block2MTDChecks(_MTDSuite):
                              request: pytest.FixtureRequest) -> None:
         deltas = check_api_paths_agree(self._reference(mtd_device),
                                        count=self.api_paths_count,
-                                       seed=settings(request.config).fsx_seed)
+                                       seed=settings(request.config).seed)
         # the conversion's point: the folio path needs no compound_head at all
         assert deltas["folio"].get("compound_head", 0) == 0
         assert deltas["page"].get("compound_head", 0) > 0

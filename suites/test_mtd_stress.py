@@ -1,5 +1,5 @@
 """mtd_stresstest against the ``--folio-mtd`` target; the seed is the run's (printed in the
-header as the fsx seed, set with ``--folio-fsx-seed``)."""
+header, set with ``--folio-seed``)."""
 
 from pytest_folio.suites.mtd import MTDStressSuite
 
