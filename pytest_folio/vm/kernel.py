@@ -3,7 +3,10 @@
 Default: the distribution's current kernel package (on Debian, what ``linux-image-amd64``
 depends on), fetched with ``apt-get download`` and unpacked with ``dpkg-deb -x`` into a
 cache directory, never installed, and reused while the package version stays the same.
-``--kernel`` takes the user's own image and module tree instead.
+``--kernel debian:SUITE`` fetches the current kernel of another Debian suite (sid,
+trixie, ...) the same way, through a private apt configuration kept in the cache
+(:class:`SuiteApt`, also behind :func:`fetch_package`), so the host's apt sources and
+lists are never touched. ``--kernel IMAGE`` takes the user's own image and module tree.
 
 Under TCG an uncompressed vmlinux boots seconds faster than a bzImage (no decompression
 in emulated code), so a bzImage is unpacked once, as scripts/extract-vmlinux does, and the
@@ -127,16 +130,21 @@ class KernelCache:
             return None
         return kernel_from_tree(max(entries, key=lambda p: p.stat().st_mtime))
 
-    def add(self, package: str, version: str, deb: Path, run: Run = _run) -> Kernel:
-        """Unpack ``deb`` (dpkg-deb -x, never installed) and publish it as an entry."""
+    def add(self, package: str, version: str, deb: Path | list[Path],
+            run: Run = _run) -> Kernel:
+        """Unpack ``deb`` (dpkg-deb -x, never installed; several: one tree, as a kernel
+        split into image, modules and base packages) and publish it as an entry. A module
+        tree shipped without modules.dep gets one from ``depmod -b``."""
         entry = self.entry(package, version)
         entry.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=entry.parent))
         try:
-            proc = run(["dpkg-deb", "-x", str(deb), str(staging)])
-            if proc.returncode != 0:
-                raise VMError(f"cannot unpack {deb.name}: {_last_error(proc)}")
-            kernel_from_tree(staging)  # refuse a package without a kernel before publishing
+            for one in deb if isinstance(deb, list) else [deb]:
+                proc = run(["dpkg-deb", "-x", str(one), str(staging)])
+                if proc.returncode != 0:
+                    raise VMError(f"cannot unpack {one.name}: {_last_error(proc)}")
+            # refuse a package without a kernel before publishing
+            _add_modules_dep(kernel_from_tree(staging), staging, run)
             try:
                 staging.rename(entry)
             except OSError:
@@ -156,6 +164,239 @@ def download_package(package: str, version: str, into: Path, run: Run = _run) ->
         raise VMError(f"no kernel package reachable: apt-get download {package}={version} "
                       f"failed ({_last_error(proc)})")
     return debs[0]
+
+
+# --- another Debian suite, through a private apt configuration --------------------------
+
+DEBIAN_PREFIX = "debian:"
+HOST_APT = Path("/etc/apt")
+
+
+@dataclasses.dataclass(frozen=True)
+class Archive:
+    """A Debian archive as the host's apt sources name it: its URI and keyring."""
+
+    uri: str
+    signed_by: str | None = None
+
+
+def _source_entries(etc: Path) -> list[dict[str, str]]:
+    """Every enabled source of the host's apt (one-line and deb822 files), as fields."""
+    entries: list[dict[str, str]] = []
+    one_line = [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list"))]
+    for path in one_line:
+        for line in (path.read_text(errors="replace").splitlines()
+                     if path.is_file() else []):
+            words = line.split("#", 1)[0].split()
+            if len(words) < 3 or words[0] != "deb":
+                continue
+            options: dict[str, str] = {}
+            if words[1].startswith("["):
+                while words and not words[1].endswith("]"):
+                    words[1:3] = [words[1] + " " + words[2]]
+                for opt in words.pop(1).strip("[]").split():
+                    key, _, value = opt.partition("=")
+                    options[key.lower()] = value
+            entries.append({"types": "deb", "uris": words[1], "suites": words[2],
+                            "components": " ".join(words[3:]),
+                            "signed-by": options.get("signed-by", "")})
+    for path in sorted((etc / "sources.list.d").glob("*.sources")):
+        for stanza in path.read_text(errors="replace").split("\n\n"):
+            fields: dict[str, str] = {}
+            for line in stanza.splitlines():
+                if line.startswith("#") or ":" not in line or line[:1].isspace():
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
+            if fields.get("enabled", "yes").lower() != "no" and \
+                    "deb" in fields.get("types", "").split():
+                entries.append(fields)
+    return entries
+
+
+def host_archive(etc: Path = HOST_APT, codename: str | None = None) -> Archive:
+    """The Debian archive the host already uses: the source carrying the host's own
+    release (``VERSION_CODENAME``) with its main component; no host name is ours."""
+    if codename is None:
+        codename = _os_release().get("VERSION_CODENAME", "")
+    candidates = [e for e in _source_entries(etc)
+                  if "main" in e.get("components", "").split() and e.get("uris")]
+    for entry in candidates:
+        if codename and codename in entry.get("suites", "").split():
+            return Archive(entry["uris"].split()[0], entry.get("signed-by") or None)
+    if candidates:
+        return Archive(candidates[0]["uris"].split()[0],
+                       candidates[0].get("signed-by") or None)
+    raise VMError(f"no kernel package reachable: the host's apt sources ({etc}) name no "
+                  "Debian archive with a main component")
+
+
+def _os_release() -> dict[str, str]:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return {}
+    pairs = (line.partition("=") for line in text.splitlines())
+    return {k: v.strip().strip('"') for k, sep, v in pairs if sep}
+
+
+def check_suite(suite: str) -> str:
+    """A suite name as apt and a cache directory can take it (``sid``, ``trixie``)."""
+    if not suite or not all(c.isalnum() or c in "-_." for c in suite) or \
+            suite.startswith((".", "-")):
+        raise ValueError(f"not a Debian suite name: {suite!r} (e.g. debian:sid)")
+    return suite
+
+
+class SuiteApt:
+    """apt-cache and apt-get for one Debian suite through a configuration of its own.
+
+    Its sources list, lists, status and archive cache live under ``ROOT/apt/SUITE``
+    (the Dir::Etc::sourcelist, Dir::State and Dir::Cache options point there); the
+    host's keyrings are read, its sources and lists never change. The lists are
+    refreshed once per process (:meth:`refresh`); a failed refresh keeps the old ones.
+    """
+
+    def __init__(self, root: Path, suite: str, archive: Archive | None = None,
+                 run: Run = _run) -> None:
+        self.suite = check_suite(suite)
+        self.dir = root / "apt" / suite
+        self.archive = archive
+        self._run = run
+        self.refreshed = False
+
+    def options(self) -> list[str]:
+        d = self.dir
+        return [f"-oDir::Etc::sourcelist={d / 'sources.list'}",
+                f"-oDir::Etc::sourceparts={d / 'sources.list.d'}",
+                f"-oDir::Etc::preferences={d / 'preferences'}",
+                f"-oDir::Etc::preferencesparts={d / 'preferences.d'}",
+                f"-oDir::State={d / 'state'}", f"-oDir::State::status={d / 'status'}",
+                f"-oDir::Cache={d / 'cache'}", "-oAcquire::Languages=none",
+                "-oDPkg::Lock::Timeout=60"]
+
+    def run(self, cmd: list[str], cwd: Path | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        """``cmd`` (apt-cache/apt-get ...) with this suite's configuration."""
+        return self._run([cmd[0], *self.options(), *cmd[1:]], cwd=cwd)
+
+    def has_lists(self) -> bool:
+        lists = self.dir / "state" / "lists"
+        return lists.is_dir() and any(lists.glob("*_Packages*"))
+
+    def _configure(self) -> None:
+        archive = self.archive or host_archive()
+        for sub in ("sources.list.d", "preferences.d", "state/lists/partial",
+                    "cache/archives/partial"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        signed = f"[signed-by={archive.signed_by}] " if archive.signed_by else ""
+        (self.dir / "sources.list").write_text(f"deb {signed}{archive.uri} {self.suite} main\n")
+        (self.dir / "status").touch()
+
+    def refresh(self) -> None:
+        """``apt-get update`` for this suite; one line naming apt's error when it fails."""
+        if self.refreshed:
+            return
+        self._configure()
+        proc = self.run(["apt-get", "update", "-q"])
+        # no network is only a warning to apt-get update (exit 0, "W: Failed to fetch")
+        errors = [ln for ln in (proc.stderr + proc.stdout).splitlines()
+                  if ln.startswith("W: Failed to fetch")]
+        if proc.returncode != 0 or errors:
+            reason = _last_error(proc) if proc.returncode else errors[-1].strip()
+            if "Release" in reason and ("does not have" in reason or "404" in reason):
+                shutil.rmtree(self.dir, ignore_errors=True)  # nothing worth keeping
+                raise VMError(f"no kernel package reachable: no Debian suite "
+                              f"{self.suite!r} in the archive ({reason})")
+            raise VMError(f"no kernel package reachable: cannot refresh the package "
+                          f"lists of Debian {self.suite} ({reason})")
+        self.refreshed = True
+
+    def version(self, package: str) -> str:
+        """The version of ``package`` these lists offer."""
+        proc = self.run(["apt-cache", "show", "--no-all-versions", package])
+        for line in proc.stdout.splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+        raise VMError(f"no package {package} in Debian {self.suite} ({_last_error(proc)})")
+
+    def depends(self, package: str) -> list[str]:
+        """The packages ``package`` depends on (apt-cache depends: Depends lines only)."""
+        proc = self.run(["apt-cache", "depends", package])
+        names = []
+        for line in proc.stdout.splitlines():
+            key, _, value = line.strip().lstrip("|").partition(":")
+            if key in ("Depends", "PreDepends") and not value.strip().startswith("<"):
+                names.append(value.strip())
+        return names
+
+
+def fetch_package(suite: str, name: str, cache_dir: Path | None = None,
+                  run: Run = _run, archive: Archive | None = None) -> Path:
+    """The ``.deb`` of package ``name``'s current version in Debian ``suite``, fetched with
+    ``apt-get download`` through the suite's private apt configuration and kept under
+    ``CACHE/debs/SUITE`` (one file per version, so a second call downloads nothing).
+    Offline, the lists of the last refresh decide the version."""
+    root = cache_root() if cache_dir is None else cache_dir
+    apt = SuiteApt(root, suite, archive, run)
+    try:
+        apt.refresh()
+    except VMError:
+        if not apt.has_lists():
+            raise
+    version = apt.version(name)
+    store = root / "debs" / suite
+    store.mkdir(parents=True, exist_ok=True)
+    quoted = version.replace(":", "%3a")
+    for deb in store.glob(f"{name}_{quoted}_*.deb"):
+        return deb
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=store) as tmp:
+        deb = download_package(name, version, Path(tmp), apt.run)
+        target = store / deb.name
+        deb.replace(target)
+    return target
+
+
+def fetch_suite_kernel(cache: KernelCache, suite: str, progress: Progress,
+                       meta: str = DEFAULT_META_PACKAGE, run: Run = _run,
+                       archive: Archive | None = None) -> Kernel:
+    """The current kernel of Debian ``suite``: resolved at run time (so a suite that moved
+    on gives its new kernel), cached per version. Without the archive, the last kernel
+    this suite gave is used; with nothing cached that is one VMError line."""
+    apt = SuiteApt(cache.root, suite, archive, run)
+    last = apt.dir / "last-kernel"
+    try:
+        apt.refresh()
+        package, version = resolve_kernel_package(meta, apt.run)
+    except VMError as exc:
+        entry = Path(last.read_text().strip()) if last.is_file() else None
+        if entry is None or not entry.is_dir():
+            raise
+        kernel = kernel_from_tree(entry)
+        progress(f"{exc}; using the cached debian:{suite} kernel {kernel.release}")
+        return kernel
+    cached = cache.lookup(package, version)
+    if cached is not None:
+        progress(f"kernel debian:{suite} {package} {version} (cached)")
+        kernel = cached
+    else:
+        # Debian's 7.x image package is a small meta package: the kernel, its modules and
+        # its base files come in packages of the same ABI name that it depends on.
+        abi = package[len("linux-image-"):]
+        parts = [package, *(d for d in apt.depends(package)
+                            if d.startswith("linux-") and d.endswith(abi) and d != package)]
+        progress(f"fetching debian:{suite} {' '.join(parts)} {version} (apt-get download)")
+        cache.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".download-", dir=cache.root) as tmp:
+            debs = []
+            for part in parts:
+                into = Path(tmp) / part
+                into.mkdir()
+                debs.append(download_package(part, apt.version(part), into, apt.run))
+            progress(f"unpacking {len(debs)} package(s) into {cache.entry(package, version)}")
+            kernel = cache.add(package, version, debs, run)
+    last.write_text(f"{cache.entry(package, version)}\n")
+    return kernel
 
 
 def fetch_distro_kernel(cache: KernelCache, progress: Progress,
@@ -182,16 +423,36 @@ def fetch_distro_kernel(cache: KernelCache, progress: Progress,
 
 
 def kernel_from_tree(tree: Path) -> Kernel:
-    """The kernel inside an unpacked package: boot/vmlinuz-RELEASE and its modules."""
+    """The kernel inside an unpacked package: boot/vmlinuz-RELEASE (or, as Debian's 7.x
+    packages ship it, usr/lib/modules/RELEASE/vmlinuz) and its modules."""
     images = sorted((tree / "boot").glob("vmlinuz-*"))
-    if not images:
-        raise VMError(f"{tree}: no boot/vmlinuz-* in the kernel package")
-    image = images[-1]
-    release = image.name[len("vmlinuz-"):]
+    if images:
+        image = images[-1]
+        release = image.name[len("vmlinuz-"):]
+    else:
+        inside = sorted((tree / "usr/lib/modules").glob("*/vmlinuz")) + sorted(
+            (tree / "lib/modules").glob("*/vmlinuz"))
+        if not inside:
+            raise VMError(f"{tree}: no boot/vmlinuz-* in the kernel package")
+        image, release = inside[-1], inside[-1].parent.name
     for base in ("lib/modules", "usr/lib/modules"):
         if (tree / base / release).is_dir():
             return Kernel(image, release, tree / base / release)
     return Kernel(image, release, None)
+
+
+def _add_modules_dep(kernel: Kernel, tree: Path, run: Run) -> None:
+    """``depmod -b`` for a module tree without modules.dep (Debian's 7.x packages leave
+    it to the installer), so tools that read it (modprobe, a module build) work."""
+    if kernel.modules is None or (kernel.modules / "modules.dep").exists():
+        return
+    depmod = shutil.which("depmod", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if depmod is None:
+        return  # our own loader reads each module's .modinfo and needs no modules.dep
+    base = kernel.modules.parent.parent.parent  # BASE/lib/modules/RELEASE
+    proc = run([depmod, "-b", str(base), kernel.release])
+    if proc.returncode != 0:
+        raise VMError(f"depmod -b {base} {kernel.release} failed: {_last_error(proc)}")
 
 
 def bzimage_release(image: bytes) -> str | None:

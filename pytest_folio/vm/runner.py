@@ -39,13 +39,16 @@ from pytest_folio.vm.initramfs import (
     find_busybox,
 )
 from pytest_folio.vm.kernel import (
+    DEBIAN_PREFIX,
     REQUIRED_MODULES,
     Kernel,
     KernelCache,
     ModuleTree,
     bootable_image,
     cache_root,
+    check_suite,
     fetch_distro_kernel,
+    fetch_suite_kernel,
     user_kernel,
 )
 from pytest_folio.vm.qemu import (
@@ -94,9 +97,11 @@ def register(subparsers: Any) -> None:
         description="Boot a Linux kernel under qemu with the host's root shared read-only, "
                     "a RAM disk under block2mtd as /dev/mtd0 and a kernel ramfs, and run "
                     "pytest inside against them. Arguments after -- go to pytest.")
-    parser.add_argument("--kernel", type=Path, metavar="IMAGE",
-                        help="boot this bzImage or vmlinux (default: the distribution's "
-                             "current kernel package, fetched and cached)")
+    parser.add_argument("--kernel", metavar="IMAGE|debian:SUITE",
+                        help="boot this bzImage or vmlinux, or the current kernel of a "
+                             "Debian suite (debian:sid, debian:trixie; fetched through a "
+                             "private apt configuration and cached) (default: the "
+                             "distribution's current kernel package, fetched and cached)")
     parser.add_argument("--modules", type=Path, metavar="DIR",
                         help="the module tree of --kernel (lib/modules/RELEASE, or an "
                              "INSTALL_MOD_PATH); without it the kernel must have virtio, "
@@ -130,6 +135,7 @@ class VMOptions:
     """The subcommand's options, checked."""
 
     kernel: Path | None
+    suite: str | None  # --kernel debian:SUITE
     modules: Path | None
     mtd_size: int
     erasesize: int
@@ -145,8 +151,15 @@ class VMOptions:
 
 def check_options(args: argparse.Namespace) -> VMOptions:
     """Turn parsed arguments into :class:`VMOptions`; a mistake raises CommandError."""
-    if args.modules is not None and args.kernel is None:
-        raise CommandError("--modules needs --kernel (the distribution kernel brings its own)")
+    kernel, suite = (None if args.kernel is None else Path(args.kernel)), None
+    if args.kernel is not None and args.kernel.startswith(DEBIAN_PREFIX):
+        try:
+            kernel, suite = None, check_suite(args.kernel[len(DEBIAN_PREFIX):])
+        except ValueError as exc:
+            raise CommandError(f"--kernel {args.kernel}: {exc}") from None
+    if args.modules is not None and kernel is None:
+        raise CommandError("--modules needs --kernel IMAGE (a distribution kernel brings "
+                           "its own)")
     try:
         check_mtd_geometry(args.mtd_size, args.erasesize)
     except ValueError as exc:
@@ -159,7 +172,7 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
     return VMOptions(
-        kernel=args.kernel, modules=args.modules, mtd_size=args.mtd_size,
+        kernel=kernel, suite=suite, modules=args.modules, mtd_size=args.mtd_size,
         erasesize=args.erasesize, mem_mib=args.mem, cpus=args.cpus, timeout=args.timeout,
         accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
         dmesg=args.dmesg, pytest_args=pytest_args)
@@ -332,6 +345,8 @@ class VMRun:
     def kernel(self) -> Kernel:
         if self.opts.kernel is not None:
             return user_kernel(self.opts.kernel, self.opts.modules)
+        if self.opts.suite is not None:
+            return fetch_suite_kernel(self.cache, self.opts.suite, self.progress)
         return fetch_distro_kernel(self.cache, self.progress)
 
     def accelerators(self) -> list[str]:

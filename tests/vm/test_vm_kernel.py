@@ -14,14 +14,19 @@ from vm_helpers import bzimage, elf64, kernel_tree, module, pvh_vmlinux
 from pytest_folio.vm import VMError
 from pytest_folio.vm.kernel import (
     REQUIRED_MODULES,
+    Archive,
     KernelCache,
     ModuleTree,
     bootable_image,
     bzimage_release,
     cache_root,
+    check_suite,
     extract_vmlinux,
     fetch_distro_kernel,
+    fetch_package,
+    fetch_suite_kernel,
     has_pvh_note,
+    host_archive,
     kernel_from_tree,
     modinfo,
     module_name,
@@ -63,6 +68,9 @@ class FakeApt:
                 item.rename(Path(cmd[3]) / item.name)
             if not self.has_vmlinuz:
                 shutil.rmtree(Path(cmd[3]) / "boot")
+            return done(0)
+        if Path(cmd[0]).name == "depmod":
+            (Path(cmd[2]) / "lib/modules" / cmd[3] / "modules.dep").write_text("")
             return done(0)
         raise AssertionError(f"unexpected command {cmd}")
 
@@ -293,3 +301,183 @@ def test_module_for_another_kernel_is_refused(tmp_path: Path) -> None:
                      {"kernel/drivers/block/brd.ko": module(vermagic="5.10.0 SMP")})
     with pytest.raises(VMError, match=r"brd\.ko is for kernel 5\.10\.0, not 6\.1\.0-test"):
         tree.load_order(["brd"])
+
+
+# --- debian:SUITE through a private apt configuration ----------------------------------
+
+SID_ABI = "7.2.13+deb14-amd64"
+
+
+class FakeSuiteApt:
+    """apt for a suite whose image package is a meta package over binary/modules/base
+    packages (Debian's 7.x layout); records every command with apt's -o options."""
+
+    def __init__(self, suites: tuple[str, ...] = ("sid",), online: bool = True) -> None:
+        self.suites, self.online = suites, online
+        self.commands: list[list[str]] = []
+        self.downloads: list[str] = []
+        self.version = "7.2.13-1"
+
+    def __call__(self, cmd: list[str], cwd: Path | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+        self.commands.append(cmd)
+        opts = [c for c in cmd if c.startswith("-o")]
+        args = [c for c in cmd if not c.startswith("-o")]
+
+        def done(rc: int, out: str = "", err: str = "") -> subprocess.CompletedProcess[str]:
+            return subprocess.CompletedProcess(cmd, rc, out, err)
+
+        if args[:2] == ["apt-get", "update"]:
+            listfile = next(o for o in opts if o.startswith("-oDir::Etc::sourcelist="))
+            suite = Path(listfile.split("=", 1)[1]).read_text().split()[-2]
+            if not self.online:
+                return done(0, err=f"W: Failed to fetch http://archive/dists/{suite}/"
+                                   "InRelease  Temporary failure resolving 'archive'\n")
+            if suite not in self.suites:
+                return done(100, err=f"E: The repository 'http://archive {suite} Release' "
+                                     "does not have a Release file.\n")
+            state = next(o for o in opts if o.startswith("-oDir::State="))
+            lists = Path(state.split("=", 1)[1]) / "lists"
+            (lists / f"archive_dists_{suite}_main_binary-amd64_Packages").write_text("x")
+            return done(0)
+        if args[:2] == ["apt-cache", "depends"]:
+            if args[2] == "linux-image-amd64":
+                return done(0, f"{args[2]}\n  Depends: linux-base-amd64\n"
+                               f"  Depends: linux-image-{SID_ABI}\n")
+            return done(0, f"{args[2]}\n  PreDepends: linux-base\n |Depends: dracut\n"
+                           f"  Depends: <linux-initramfs-tool>\n"
+                           f"  Depends: linux-base-{SID_ABI}\n"
+                           f"  Depends: linux-binary-{SID_ABI}\n"
+                           f"  Depends: linux-modules-{SID_ABI}\n")
+        if args[:2] == ["apt-cache", "show"]:
+            return done(0, f"Package: {args[-1]}\nVersion: {self.version}\n")
+        if args[:2] == ["apt-get", "download"]:
+            self.downloads.append(args[2])
+            assert cwd is not None
+            (cwd / f"{args[2].replace('=', '_')}_amd64.deb").write_text(args[2])
+            return done(0)
+        if args[:2] == ["dpkg-deb", "-x"]:
+            name = Path(args[2]).read_text()
+            mods = Path(args[3]) / "usr/lib/modules" / SID_ABI
+            mods.mkdir(parents=True, exist_ok=True)
+            if name.startswith("linux-binary-"):
+                (mods / "vmlinuz").write_bytes(bzimage(b"", SID_ABI))
+            if name.startswith("linux-modules-"):
+                (mods / "kernel").mkdir()
+                (mods / "kernel" / "brd.ko").write_bytes(module(vermagic=SID_ABI))
+            if name.startswith("linux-base-"):
+                (mods / "modules.builtin").write_text("kernel/virtio_pci.ko\n")
+            return done(0)
+        if Path(args[0]).name == "depmod":
+            assert args[1:] == ["-b", args[2], SID_ABI]
+            (Path(args[2]) / "lib/modules" / SID_ABI / "modules.dep").write_text("")
+            return done(0)
+        raise AssertionError(f"unexpected command {cmd}")
+
+
+SID_ARCHIVE = Archive("http://archive.example/debian", "/usr/share/keyrings/k.gpg")
+
+
+def test_suite_kernel_joins_the_split_packages_into_one_tree(tmp_path: Path) -> None:
+    apt = FakeSuiteApt()
+    kernel = fetch_suite_kernel(KernelCache(tmp_path), "sid", quiet, run=apt,
+                                archive=SID_ARCHIVE)
+    assert kernel.release == SID_ABI
+    assert kernel.image.name == "vmlinuz"
+    assert kernel.modules is not None and (kernel.modules / "kernel/brd.ko").is_file()
+    assert sorted(apt.downloads) == sorted(
+        f"linux-{part}-{SID_ABI}=7.2.13-1" for part in ("image", "base", "binary", "modules"))
+
+
+@pytest.mark.skipif(shutil.which("depmod", path="/usr/sbin:/sbin:/usr/bin:/bin") is None,
+                    reason="needs depmod (kmod)")
+def test_suite_kernel_gets_a_modules_dep_from_depmod(tmp_path: Path) -> None:
+    kernel = fetch_suite_kernel(KernelCache(tmp_path), "sid", quiet, run=FakeSuiteApt(),
+                                archive=SID_ARCHIVE)
+    assert kernel.modules is not None and (kernel.modules / "modules.dep").is_file()
+
+
+def test_suite_apt_never_reads_the_host_sources(tmp_path: Path) -> None:
+    apt = FakeSuiteApt()
+    fetch_suite_kernel(KernelCache(tmp_path), "sid", quiet, run=apt, archive=SID_ARCHIVE)
+    private = tmp_path / "apt" / "sid"
+    assert (private / "sources.list").read_text() == \
+        "deb [signed-by=/usr/share/keyrings/k.gpg] http://archive.example/debian sid main\n"
+    for cmd in apt.commands:
+        if cmd[0] in ("apt-get", "apt-cache"):
+            dirs = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in cmd if o.startswith("-o")
+                    and o.split("=", 1)[0] in ("-oDir::Etc::sourcelist",
+                                               "-oDir::Etc::sourceparts", "-oDir::State",
+                                               "-oDir::State::status", "-oDir::Cache")}
+            assert len(dirs) == 5 and all(v.startswith(str(private)) for v in dirs.values())
+
+
+def test_suite_kernel_is_cached_per_version(tmp_path: Path) -> None:
+    apt, cache = FakeSuiteApt(), KernelCache(tmp_path)
+    fetch_suite_kernel(cache, "sid", quiet, run=apt, archive=SID_ARCHIVE)
+    messages: list[str] = []
+    fetch_suite_kernel(cache, "sid", messages.append, run=apt, archive=SID_ARCHIVE)
+    assert len(apt.downloads) == 4 and "(cached)" in messages[0]
+    apt.version = "7.2.14-1"  # the suite moved on: its new kernel is fetched
+    fetch_suite_kernel(cache, "sid", quiet, run=apt, archive=SID_ARCHIVE)
+    assert len(apt.downloads) == 8
+
+
+def test_unknown_suite_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(VMError, match=r"^no kernel package reachable: no Debian suite "
+                                      r"'nosuch' in the archive \(E: The repository "):
+        fetch_suite_kernel(KernelCache(tmp_path), "nosuch", quiet, run=FakeSuiteApt(),
+                           archive=SID_ARCHIVE)
+    assert not (tmp_path / "apt" / "nosuch").exists()
+
+
+def test_offline_suite_without_cache_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(VMError, match=r"^no kernel package reachable: cannot refresh the "
+                                      r"package lists of Debian sid \(W: Failed to fetch"):
+        fetch_suite_kernel(KernelCache(tmp_path), "sid", quiet,
+                           run=FakeSuiteApt(online=False), archive=SID_ARCHIVE)
+
+
+def test_offline_suite_uses_its_last_cached_kernel(tmp_path: Path) -> None:
+    cache = KernelCache(tmp_path)
+    first = fetch_suite_kernel(cache, "sid", quiet, run=FakeSuiteApt(), archive=SID_ARCHIVE)
+    messages: list[str] = []
+    again = fetch_suite_kernel(cache, "sid", messages.append,
+                               run=FakeSuiteApt(online=False), archive=SID_ARCHIVE)
+    assert again == first
+    assert f"using the cached debian:sid kernel {SID_ABI}" in messages[0]
+
+
+def test_fetch_package_downloads_each_version_once(tmp_path: Path) -> None:
+    apt = FakeSuiteApt()
+    deb = fetch_package("sid", "linux-source-7.2", tmp_path, run=apt, archive=SID_ARCHIVE)
+    assert deb == tmp_path / "debs/sid/linux-source-7.2_7.2.13-1_amd64.deb"
+    assert fetch_package("sid", "linux-source-7.2", tmp_path, run=apt,
+                         archive=SID_ARCHIVE) == deb
+    assert apt.downloads == ["linux-source-7.2=7.2.13-1"]
+
+
+def test_host_archive_is_the_one_carrying_the_host_release(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "deb [arch=amd64 signed-by=/k/other.gpg] https://other.example/apt stable main\n")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\nSigned-By: /k/debian.gpg\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n")
+    assert host_archive(tmp_path, "bookworm") == Archive("http://mirror.example/debian",
+                                                         "/k/debian.gpg")
+    assert host_archive(tmp_path, "trixie") == Archive("https://other.example/apt",
+                                                       "/k/other.gpg")
+
+
+def test_host_without_a_debian_archive_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(VMError, match="name no Debian archive with a main component"):
+        host_archive(tmp_path, "bookworm")
+
+
+@pytest.mark.parametrize("suite", ["", "../etc", "sid main", "-x"])
+def test_bad_suite_names_are_refused(suite: str) -> None:
+    with pytest.raises(ValueError, match="not a Debian suite name"):
+        check_suite(suite)

@@ -209,6 +209,8 @@ def test_kernel_without_block2mtd(fake: Path, capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--modules", "x"], "--modules needs --kernel"),
+    (["--kernel", "debian:sid", "--modules", "x"], "--modules needs --kernel IMAGE"),
+    (["--kernel", "debian:../x"], "--kernel debian:../x: not a Debian suite name"),
     (["--mtd-size", "1M", "--erasesize", "384K"], "erasesize 384K does not divide"),
     (["--mtd-size", "lots"], "argument --mtd-size: not a size: 'lots'"),
     (["--mem", "0"], "argument --mem: must be positive: '0'"),
