@@ -41,6 +41,7 @@ from typing import Protocol
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put
+from pytest_folio.model.huge_memory import split_folio_to_order
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
 from pytest_folio.sizes import format_size
@@ -256,6 +257,14 @@ class AddressSpace:
             self._top_order = folio.order
         self.memory.lru[folio] = None
 
+    def _delete(self, folio: Folio) -> None:
+        """Take a folio out of the index and the LRU (its references are the caller's)."""
+        del self._folios[folio.index]
+        self._sorted = None
+        self.nrpages -= folio.nr_pages
+        del self.memory.lru[folio]
+        folio.mapping = None
+
     def filemap_add_folio(self, folio: Folio, index: int) -> None:
         """Insert a folio from :meth:`filemap_alloc_folio` at ``index``. It comes back
         locked with the cache's reference added; the caller still owns its own."""
@@ -392,43 +401,15 @@ class AddressSpace:
         """Take a folio out of the cache and drop the cache's reference."""
         if folio.mapping is not self:
             raise ValueError("folio is not in this mapping")
-        del self._folios[folio.index]
-        self._sorted = None
-        self.nrpages -= folio.nr_pages
-        del self.memory.lru[folio]
-        folio.mapping = None
+        self._delete(folio)
         folio_put(folio)
 
     def split_folio(self, folio: Folio, new_order: int | None = None) -> bool:
-        """Split a cached folio into folios of ``new_order`` (default: the minimum
-        order, never below it). False when it cannot be split: already at that order,
-        or someone else holds a reference (the kernel cannot freeze the refcount).
-        A locked folio's lock stays with its first piece only, as after split_folio."""
-        new_order = self._min_order if new_order is None else new_order
-        if new_order < self._min_order:
-            raise ValueError(f"cannot split below the mapping's minimum order "
-                             f"{self._min_order}")
+        """Split one of this mapping's folios to ``new_order`` (default: the minimum
+        order); see :func:`huge_memory.split_folio_to_order`."""
         if folio.mapping is not self:
             raise ValueError("folio is not in this mapping")
-        if new_order >= folio.order or folio.refcount != 1:
-            return False
-        memory = self.memory
-        memory.split_pages(folio.pfn, folio.order, new_order)
-        del self._folios[folio.index]
-        del memory.lru[folio]
-        self.nrpages -= folio.nr_pages
-        folio.mapping = None
-        folio.refcount = 0
-        step = 1 << new_order
-        for k in range(0, folio.nr_pages, step):
-            piece = Folio(memory, folio.pfn + k, new_order)
-            piece.uptodate = folio.uptodate
-            piece.dirty = folio.dirty
-            piece.locked = folio.locked and k == 0
-            piece.referenced = folio.referenced
-            self._insert(piece, folio.index + k)
-        self.stats.splits += 1
-        return True
+        return split_folio_to_order(folio, self._min_order if new_order is None else new_order)
 
     def truncate_inode_pages_range(self, lstart: int, lend: int = -1) -> None:
         """Remove the cached bytes [lstart, lend] (lend inclusive, -1: to the end), as
