@@ -44,6 +44,7 @@ from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put
 from pytest_folio.model.huge_memory import split_folio_to_order
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
+from pytest_folio.model.vmscan import try_to_free_pages
 from pytest_folio.sizes import format_size
 
 # include/linux/pagemap.h fgf_t bits
@@ -605,38 +606,6 @@ class AddressSpace:
     def __repr__(self) -> str:
         return (f"<AddressSpace orders {self._min_order}..{self._max_order}, "
                 f"{len(self._folios)} folios, {self.nrpages} pages>")
-
-
-def try_to_free_pages(memory: PhysicalMemory, order: int, stats: Stats) -> int | None:
-    """Reclaim clean folios from the memory's LRU, oldest first, until a block of
-    ``order`` can be allocated; returns it, or None when nothing more can be freed.
-
-    A folio that was accessed since the last scan gets a second chance (moved to the
-    young end, its referenced bit cleared), like the kernel's referenced-bit LRU. Dirty,
-    locked, writeback, referenced-by-a-caller and unevictable folios are passed over.
-    """
-    lru = memory.lru
-    budget = 2 * len(lru)
-    while budget > 0 and lru:
-        budget -= 1
-        folio = next(iter(lru))
-        mapping = folio.mapping
-        if (folio.dirty or folio.locked or folio.writeback or folio.refcount != 1
-                or mapping is None or mapping.unevictable):
-            del lru[folio]
-            lru[folio] = None
-            continue
-        if folio.referenced:
-            folio.referenced = False
-            del lru[folio]
-            lru[folio] = None
-            continue
-        mapping.filemap_remove_folio(folio)
-        stats.reclaims += 1
-        pfn = memory.alloc_pages(order)
-        if pfn is not None:
-            return pfn
-    return None
 
 
 def read_mapping_folio(mapping: AddressSpace, index: int) -> Folio:
