@@ -40,10 +40,15 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put
+from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put, folio_zero_range
 from pytest_folio.model.huge_memory import split_folio_to_order
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
+from pytest_folio.model.truncate import (
+    invalidate_mapping_pages,
+    truncate_inode_pages,
+    truncate_inode_pages_range,
+)
 from pytest_folio.model.vmscan import try_to_free_pages
 from pytest_folio.sizes import format_size
 
@@ -57,9 +62,6 @@ FGP_NOWAIT = 0x20
 FGP_FOR_MMAP = 0x40
 FGP_STABLE = 0x80
 FGP_WRITEBEGIN = FGP_LOCK | FGP_WRITE | FGP_CREAT | FGP_STABLE
-
-_ZEROS = memoryview(bytes(PAGE_SIZE << MAX_PAGECACHE_ORDER))
-
 
 class AddressSpaceOperations(Protocol):
     """What a backing store provides (``struct address_space_operations``).
@@ -81,11 +83,6 @@ def fgf_set_order(size: int) -> int:
 def _ffs(n: int) -> int:
     """Index of the lowest set bit (n > 0)."""
     return (n & -n).bit_length() - 1
-
-
-def zero_range(folio: Folio, offset: int, length: int) -> None:
-    """folio_zero_range: zero ``length`` bytes at ``offset`` inside the folio."""
-    folio.data[offset:offset + length] = _ZEROS[:length]
 
 
 class AddressSpace:
@@ -323,7 +320,7 @@ class AddressSpace:
     def _read_folio(self, folio: Folio) -> None:
         read_folio = getattr(self.a_ops, "read_folio", None)
         if read_folio is None:
-            folio.data[:] = _ZEROS[:folio.size]
+            folio_zero_range(folio, 0, folio.size)
         else:
             read_folio(folio)
         folio.uptodate = True
@@ -412,54 +409,10 @@ class AddressSpace:
             raise ValueError("folio is not in this mapping")
         return split_folio_to_order(folio, self._min_order if new_order is None else new_order)
 
-    def truncate_inode_pages_range(self, lstart: int, lend: int = -1) -> None:
-        """Remove the cached bytes [lstart, lend] (lend inclusive, -1: to the end), as
-        truncate and punch hole do (see the module docstring for partial folios)."""
-        if lend < 0:
-            lend = (1 << 63) - 1
-        if lend < lstart:
-            return
-        for folio in self._folios_in(lstart >> PAGE_SHIFT, lend >> PAGE_SHIFT):
-            if folio.locked:
-                raise FolioDeadlock(f"truncate of folio at index {folio.index}, which the "
-                                    "caller holds locked")
-            start = folio.pos
-            end = start + folio.size - 1
-            if lstart <= start and end <= lend:
-                self._truncate_folio(folio)
-                continue
-            zfrom = max(lstart, start)
-            zero_range(folio, zfrom - start, min(lend, end) - zfrom + 1)
-            if folio.order == 0:
-                continue
-            if self.split_folio(folio):
-                for piece in self._folios_in(start >> PAGE_SHIFT, end >> PAGE_SHIFT):
-                    if lstart <= piece.pos and piece.pos + piece.size - 1 <= lend:
-                        self._truncate_folio(piece)
-            elif not folio.dirty:
-                self._truncate_folio(folio)
-
-    def truncate_inode_pages(self, lstart: int) -> None:
-        self.truncate_inode_pages_range(lstart, -1)
-
-    def _truncate_folio(self, folio: Folio) -> None:
-        folio.dirty = False                      # folio_cancel_dirty
-        self.filemap_remove_folio(folio)
-        self.stats.truncated += 1
-
-    def invalidate_mapping_pages(self, start: int = 0, end: int = -1) -> int:
-        """Drop clean, unlocked folios not under writeback that lie wholly in pages
-        [start, end] (end -1: to the end). Returns how many were dropped."""
-        last = (1 << 63) if end < 0 else end
-        dropped = 0
-        for folio in self._folios_in(start, last):
-            if (folio.index < start or folio.index + folio.nr_pages - 1 > last
-                    or folio.dirty or folio.locked or folio.writeback):
-                continue
-            self.filemap_remove_folio(folio)
-            dropped += 1
-        self.stats.invalidated += dropped
-        return dropped
+    # mm/truncate.c's entry points, as methods too (the functions take the mapping first)
+    truncate_inode_pages_range = truncate_inode_pages_range
+    truncate_inode_pages = truncate_inode_pages
+    invalidate_mapping_pages = invalidate_mapping_pages
 
     # -- readahead ------------------------------------------------------------------------------
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_folio.model.constants import PAGE_SHIFT
+from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 
 if TYPE_CHECKING:
     from pytest_folio.model.filemap import AddressSpace
     from pytest_folio.model.memory import PhysicalMemory
+
+
+_ZEROS = memoryview(bytes(PAGE_SIZE << MAX_PAGECACHE_ORDER))
 
 
 class FolioDeadlock(RuntimeError):
@@ -110,6 +113,11 @@ def folio_put(folio: Folio) -> None:
 
 def folio_mark_uptodate(folio: Folio) -> None:
     folio.uptodate = True
+
+
+def folio_zero_range(folio: Folio, offset: int, length: int) -> None:
+    """Zero ``length`` bytes at ``offset`` inside the folio (one slice copy)."""
+    folio.data[offset:offset + length] = _ZEROS[:length]
 
 
 def folio_test_uptodate(folio: Folio) -> bool:

@@ -30,8 +30,8 @@ import time
 from typing import NoReturn
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.filemap import FGP_CREAT, FGP_LOCK, AddressSpace, zero_range
-from pytest_folio.model.folio import Folio, folio_put
+from pytest_folio.model.filemap import FGP_CREAT, FGP_LOCK, AddressSpace
+from pytest_folio.model.folio import Folio, folio_put, folio_zero_range
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
 from pytest_folio.sizes import format_size, ilog2, is_power_of_two, parse_size
@@ -83,7 +83,7 @@ class RamfsAops:
     """ramfs_aops: read_folio zero-fills; no writepage, so dirty folios stay dirty."""
 
     def read_folio(self, folio: Folio) -> None:
-        zero_range(folio, 0, folio.size)
+        folio_zero_range(folio, 0, folio.size)
 
 
 class Inode:
@@ -419,7 +419,7 @@ class Ramfs:
                                                     self.min_order)
             assert folio is not None
             if not folio.uptodate:
-                zero_range(folio, 0, folio.size)
+                folio_zero_range(folio, 0, folio.size)
                 folio.uptodate = True
             mapping.folio_mark_dirty(folio)
             folio.locked = False
