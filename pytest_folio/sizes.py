@@ -48,3 +48,8 @@ def is_power_of_two(n: int) -> bool:
 def ilog2(n: int) -> int:
     """log2 of a power of two."""
     return n.bit_length() - 1
+
+
+def ffs0(n: int) -> int:
+    """The kernel's ``__ffs``: the index of the lowest set bit (n > 0)."""
+    return (n & -n).bit_length() - 1

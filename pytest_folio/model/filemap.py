@@ -8,8 +8,11 @@ pages. The hot paths (:meth:`AddressSpace.filemap_read`,
 :meth:`AddressSpace.generic_perform_write`) touch each folio once and copy with one
 memoryview slice assignment per folio.
 
-Kernel rules modelled (mm/filemap.c, include/linux/pagemap.h, mm/truncate.c,
-mm/readahead.c):
+Kernel rules modelled here (mm/filemap.c, include/linux/pagemap.h); the rest of the page
+cache lives where the kernel keeps it: truncate and invalidate in :mod:`.truncate`,
+readahead in :mod:`.readahead`, reclaim in :mod:`.vmscan`, splitting in
+:mod:`.huge_memory` (each a free function taking the mapping, bound as a method too).
+AddressSpace's underscored methods are shared by those modules, not by callers.
 
 - ``mapping_set_folio_order_range``: orders clamped to MAX_PAGECACHE_ORDER; the model
   refuses max < min with ValueError where the kernel silently raises max.
@@ -19,17 +22,6 @@ mm/readahead.c):
   insertion above the minimum order retries one order lower; at the minimum order clean
   folios are reclaimed before ENOMEM; EEXIST repeats the lookup.
 - ``filemap_add_folio`` refuses a folio that overlaps a cached one with EEXIST.
-- truncate (``truncate_inode_pages_range``): whole folios in the range go; a partially
-  covered folio is zeroed in the range and, if large, split to the minimum order (never
-  below) so the covered pieces can go; a folio that cannot be split (already at the
-  minimum order, or someone holds a reference) is kept if dirty and dropped if clean,
-  as ``truncate_inode_partial_folio`` does.
-- invalidate (``invalidate_mapping_pages``) drops only clean, unlocked folios not under
-  writeback that lie wholly inside the range. Unlike the kernel it ignores extra
-  references, so the drop-between-lookup-and-lock race of block2mtd can be reproduced;
-  the folio's memory still lives until the holder's ``folio_put``.
-- readahead (``page_cache_ra_order``): each sequential round raises the folio order by
-  two, up to the maximum and the window's size, aligned, never past i_size.
 """
 
 from __future__ import annotations
@@ -43,6 +35,7 @@ from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_S
 from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put, folio_zero_range
 from pytest_folio.model.huge_memory import split_folio_to_order
 from pytest_folio.model.memory import PhysicalMemory
+from pytest_folio.model.readahead import FileRaState, page_cache_ra_order, page_cache_sync_ra
 from pytest_folio.model.stats import Stats
 from pytest_folio.model.truncate import (
     invalidate_mapping_pages,
@@ -50,7 +43,7 @@ from pytest_folio.model.truncate import (
     truncate_inode_pages_range,
 )
 from pytest_folio.model.vmscan import try_to_free_pages
-from pytest_folio.sizes import format_size
+from pytest_folio.sizes import ffs0, format_size
 
 # include/linux/pagemap.h fgf_t bits
 FGP_ACCESSED = 0x01
@@ -80,11 +73,6 @@ def fgf_set_order(size: int) -> int:
     return 0 if shift <= PAGE_SHIFT else shift - PAGE_SHIFT
 
 
-def _ffs(n: int) -> int:
-    """Index of the lowest set bit (n > 0)."""
-    return (n & -n).bit_length() - 1
-
-
 class AddressSpace:
     """``struct address_space``: the folios caching one file or block device.
 
@@ -101,15 +89,12 @@ class AddressSpace:
         self.i_size: int | None = None
         self.unevictable = False
         self.nrpages = 0
-        self.ra_pages = 1 << MAX_PAGECACHE_ORDER   # largest readahead window, in pages
+        self.ra = FileRaState()                     # the readahead window (one reader)
         self._folios: dict[int, Folio] = {}
         self._sorted: list[int] | None = []
         self._min_order = 0
         self._max_order = 0
         self._top_order = 0                         # highest order ever cached (lookup bound)
-        self._ra_next = -1                          # readahead state (file_ra_state)
-        self._ra_size = 0
-        self._ra_order = 0
 
     # -- folio order range (include/linux/pagemap.h) ---------------------------------
 
@@ -289,7 +274,7 @@ class AddressSpace:
         index &= ~((1 << min_order) - 1)
         order = min(order, self._max_order)
         if index & ((1 << order) - 1):
-            order = _ffs(index)
+            order = ffs0(index)
         memory = self.memory
         while True:
             pfn = memory.alloc_pages(order)
@@ -414,64 +399,7 @@ class AddressSpace:
     truncate_inode_pages = truncate_inode_pages
     invalidate_mapping_pages = invalidate_mapping_pages
 
-    # -- readahead ------------------------------------------------------------------------------
-
-    def page_cache_ra_order(self, index: int, nr_pages: int, new_order: int = 0) -> int:
-        """Read ahead ``nr_pages`` from ``index`` in folios of ``new_order`` + 2 (capped by
-        the maximum order and the window, at least the minimum), aligned, the window's end
-        rounded up to that order, never past i_size, skipping cached folios. Returns the
-        order used, for the next round."""
-        min_order, max_order = self._min_order, self._max_order
-        if new_order < max_order:
-            new_order += 2
-        new_order = min(new_order, max_order, max(nr_pages, 1).bit_length() - 1)
-        new_order = max(new_order, min_order)
-        index &= ~((1 << min_order) - 1)
-        # End the window on a boundary of the new order, so the next round starts aligned
-        # and can use its larger order from its first folio.
-        limit = ((index + nr_pages - 1) | ((1 << new_order) - 1))
-        if self.i_size is not None:
-            limit = min(limit, (self.i_size - 1) >> PAGE_SHIFT)
-        while index <= limit:
-            cached = self._lookup(index)
-            if cached is not None:
-                index = cached.index + cached.nr_pages
-                continue
-            order = new_order
-            if index & ((1 << order) - 1):
-                order = _ffs(index)
-            while order > min_order and index + (1 << order) - 1 > limit:
-                order -= 1
-            folio = self._create_folio(index, order, readahead=True)
-            if folio is None:
-                break
-            self._read_folio_locked(folio)
-            self.stats.readahead += 1
-            index = folio.index + folio.nr_pages
-        self._ra_next = index
-        return new_order
-
-    def _readahead_miss(self, index: int, last: int) -> Folio:
-        """page_cache_sync_ra for a read missing page ``index`` (reading up to page
-        ``last``): grow the window and the order while reads stay sequential."""
-        wanted = last - index + 1
-        if index == self._ra_next:
-            size = min(max(self._ra_size * 2, wanted), self.ra_pages)
-            order = self._ra_order
-        else:
-            size = min(max(wanted, 4), self.ra_pages)
-            order = 0
-        self._ra_order = self.page_cache_ra_order(index, size, order)
-        self._ra_size = size
-        folio = self._lookup(index)
-        while folio is None:                       # readahead ran out of memory
-            folio = self._create_folio(index, self._min_order)
-            if folio is None:
-                self.stats.retries += 1
-                folio = self._lookup(index)
-                continue
-            self._read_folio_locked(folio)
-        return folio
+    page_cache_ra_order = page_cache_ra_order      # mm/readahead.c, as a method too
 
     # -- the fast paths ---------------------------------------------------------------------------
 
@@ -491,7 +419,7 @@ class AddressSpace:
             if folio is None:
                 folio = self._lookup(index)
                 if folio is None:
-                    folio = self._readahead_miss(index, (end - 1) >> PAGE_SHIFT)
+                    folio = page_cache_sync_ra(self, index, (end - 1) >> PAGE_SHIFT)
             if not folio.uptodate:
                 if folio.locked:
                     raise FolioDeadlock(f"read of folio at index {folio.index}, locked and "
