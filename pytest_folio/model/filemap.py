@@ -32,7 +32,17 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.folio import Folio, FolioDeadlock, folio_put, folio_zero_range
+from pytest_folio.model.folio import (
+    Folio,
+    FolioDeadlock,
+    folio_get,
+    folio_lock,
+    folio_mark_uptodate,
+    folio_put,
+    folio_trylock,
+    folio_unlock,
+    folio_zero_range,
+)
 from pytest_folio.model.huge_memory import split_folio_to_order
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.readahead import FileRaState, page_cache_ra_order, page_cache_sync_ra
@@ -192,12 +202,10 @@ class AddressSpace:
             self.stats.folio_lookups += 1
             folio = self._lookup(index)
             if folio is not None:
-                if fgp_flags & FGP_LOCK:
-                    if folio.locked:
-                        if fgp_flags & FGP_NOWAIT:
-                            raise OSError(errno.EAGAIN, "folio is locked (FGP_NOWAIT)")
-                        raise FolioDeadlock(f"folio at index {folio.index} is already locked")
-                    folio.locked = True
+                if fgp_flags & FGP_LOCK and not folio_trylock(folio):
+                    if fgp_flags & FGP_NOWAIT:
+                        raise OSError(errno.EAGAIN, "folio is locked (FGP_NOWAIT)")
+                    raise FolioDeadlock(f"folio at index {folio.index} is already locked")
                 folio.referenced = True
                 folio.refcount += 1
                 return folio
@@ -208,8 +216,8 @@ class AddressSpace:
                 self.stats.retries += 1
                 continue
             if not fgp_flags & FGP_FOR_MMAP:
-                folio.locked = True
-            folio.refcount += 1
+                folio_lock(folio)
+            folio_get(folio)
             return folio
 
     # -- creation and insertion -------------------------------------------------------------
@@ -261,8 +269,8 @@ class AddressSpace:
         if self._overlaps(index, folio.nr_pages):
             raise OSError(errno.EEXIST, f"pages {index}..{index + folio.nr_pages - 1} "
                           "overlap a cached folio")
-        folio.locked = True
-        folio.refcount += 1
+        folio_lock(folio)
+        folio_get(folio)
         self._insert(folio, index)
 
     def _create_folio(self, index: int, order: int, *, readahead: bool = False) -> Folio | None:
@@ -308,16 +316,16 @@ class AddressSpace:
             folio_zero_range(folio, 0, folio.size)
         else:
             read_folio(folio)
-        folio.uptodate = True
+        folio_mark_uptodate(folio)
         self.stats.read_folio += 1
 
     def _read_folio_locked(self, folio: Folio) -> None:
         """read_folio runs with the folio locked, as filemap_read_folio does."""
-        folio.locked = True
+        folio_lock(folio)
         try:
             self._read_folio(folio)
         finally:
-            folio.locked = False
+            folio_unlock(folio)
 
     def read_mapping_folio(self, index: int) -> Folio:
         """An uptodate folio holding ``index``, read through ``a_ops.read_folio`` if

@@ -3,6 +3,10 @@
 The model is single-threaded, so a lock that is already held can never be released
 while we wait: where the kernel would sleep on it, the model raises :class:`FolioDeadlock`
 instead of hanging the test.
+
+The per-folio hot paths (``filemap_read``, ``generic_perform_write``, block2mtd's loops)
+read and set the fields directly, where a call would cost more than the copy; the rest
+of the model goes through these helpers.
 """
 
 from __future__ import annotations
@@ -140,25 +144,5 @@ def folio_test_large(folio: Folio) -> bool:
     return folio.order > 0
 
 
-def folio_size(folio: Folio) -> int:
-    return folio.size
-
-
-def folio_nr_pages(folio: Folio) -> int:
-    return folio.nr_pages
-
-
-def folio_order(folio: Folio) -> int:
-    return folio.order
-
-
-def folio_pos(folio: Folio) -> int:
-    return folio.pos
-
-
 def folio_next_index(folio: Folio) -> int:
     return folio.index + folio.nr_pages
-
-
-def folio_contains(folio: Folio, index: int) -> bool:
-    return folio.index <= index < folio.index + folio.nr_pages

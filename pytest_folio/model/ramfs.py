@@ -27,7 +27,15 @@ import errno
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import FGP_CREAT, FGP_LOCK, AddressSpace
-from pytest_folio.model.folio import Folio, folio_put, folio_zero_range
+from pytest_folio.model.folio import (
+    Folio,
+    folio_mark_uptodate,
+    folio_next_index,
+    folio_put,
+    folio_test_uptodate,
+    folio_unlock,
+    folio_zero_range,
+)
 from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.stats import Stats
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, Inode, Vfs, raise_errno
@@ -157,12 +165,12 @@ class Ramfs(Vfs):
             folio = mapping.filemap_get_folio_flags(index, FGP_CREAT | FGP_LOCK,
                                                     self.min_order)
             assert folio is not None
-            if not folio.uptodate:
+            if not folio_test_uptodate(folio):
                 folio_zero_range(folio, 0, folio.size)
-                folio.uptodate = True
+                folio_mark_uptodate(folio)
             mapping.folio_mark_dirty(folio)
-            folio.locked = False
-            index = folio.index + folio.nr_pages
+            folio_unlock(folio)
+            index = folio_next_index(folio)
             folio_put(folio)
 
     def _shift(self, inode: Inode, src: int, dst: int) -> None:
