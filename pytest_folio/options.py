@@ -8,15 +8,19 @@ with a one-line message.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.model.ramfs import parse_block_size
 from pytest_folio.sizes import format_size, parse_list, parse_size
+
+T = TypeVar("T")
 
 # (option, help, default, kind). The ini key is the option's name without the dashes:
 # --folio-orders is folio_orders, --folio-mtd-size is folio_mtd_size.
@@ -55,24 +59,87 @@ def _dest(option: str) -> str:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("folio", "pytest-folio: page cache, block2mtd and ramfs testing")
     for option, help_text, default, kind in _OPTIONS:
+        shown = f" (default: {default})" if default is not None else ""
         if kind == "bool":
             group.addoption(option, action="store_true", default=None, dest=_dest(option),
                             help=help_text)
-            parser.addini(_dest(option), help_text, type="bool", default=False)
         else:
-            shown = f" (default: {default})" if default is not None else ""
             group.addoption(option, action="store", default=None, dest=_dest(option),
                             metavar=option[8:].upper().replace("-", "_"),
                             help=help_text + shown)
-            parser.addini(_dest(option), help_text + shown, default=default)
+        # Registered without a default, and as a string even for flags, so an unset key
+        # reads as None and every value is parsed (and its errors worded) by us.
+        parser.addini(_dest(option), help_text + shown, default=None)
 
 
-def _raw(config: pytest.Config, option: str) -> Any:
-    """The command-line value, else the ini value, else the default."""
-    value = config.getoption(_dest(option))
-    if value is None:
-        value = config.getini(_dest(option))
-    return value
+_DEFAULTS = {option: default for option, _, default, _ in _OPTIONS}
+_TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
+_FALSE = frozenset({"0", "false", "no", "off", "n", "f"})
+
+
+class GivenValues:
+    """What the user gave for each option, and where: the command line first, then the
+    ini key (``folio_orders``, also ``-o folio_orders=...``), else the declared default.
+
+    ``source(option)`` is how error messages name it: the option as typed, or
+    ``ini key folio_x`` when the value came from the ini file.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.sources: dict[str, str] = {}
+
+    def raw(self, option: str) -> Any:
+        """The given value (str, bool, or whatever a TOML ini holds), or None."""
+        dest = _dest(option)
+        value = self.config.getoption(dest)
+        if value is not None:
+            self.sources[option] = option
+            return value
+        value = self.config.getini(dest)
+        if value is not None:
+            self.sources[option] = f"ini key {dest}"
+            return value
+        self.sources[option] = option
+        return None
+
+    def text(self, option: str) -> str | None:
+        """The given value as text, else the default; an empty given value is an error
+        (an empty --folio-fs must not quietly mean the current directory)."""
+        value = self.raw(option)
+        if value is None:
+            return _DEFAULTS.get(option)
+        text = str(value).strip()
+        if not text:
+            raise self.error(option, "needs a value, not an empty string")
+        return text
+
+    def flag(self, option: str) -> bool:
+        """An on/off option: true on the command line, or a truth value in the ini."""
+        value = self.raw(option)
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        text = str(value).strip().lower()
+        if text in _TRUE | _FALSE:
+            return text in _TRUE
+        raise self.error(option, f"{value!r} is not a truth value (use true or false)")
+
+    def source(self, option: str) -> str:
+        return self.sources.get(option, option)
+
+    def error(self, option: str, message: str) -> pytest.UsageError:
+        return pytest.UsageError(f"{self.source(option)}: {message}")
+
+    def parse(self, option: str, parser: Callable[[str], T]) -> T | None:
+        """``parser(text)`` of the option's value (None when unset without a default);
+        a ValueError becomes a usage error naming where the value came from."""
+        text = self.text(option)
+        if text is None:
+            return None
+        try:
+            return parser(text)
+        except ValueError as exc:
+            raise self.error(option, str(exc)) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +160,12 @@ class FolioSettings:
     save: Path | None
     compare: Path | None
     compare_fail: float | None
+    # option -> how messages name it ("--folio-mtd", or "ini key folio_mtd")
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def source(self, option: str) -> str:
+        """The option as the user gave it: its name, or ``ini key folio_x``."""
+        return self.sources.get(option, option)
 
     @property
     def fsx_seed(self) -> int:
@@ -100,17 +173,17 @@ class FolioSettings:
         return self.seed
 
 
-def _seed(config: pytest.Config, chosen: int | None) -> int:
+def _seed(given: GivenValues, chosen: int | None) -> int:
     """``--folio-seed`` or its alias ``--folio-fsx-seed`` (both only if they agree), else
     the controller's ``chosen`` seed, else a new random one."""
-    given = {option: _positive_int(text, option)
-             for option in ("--folio-seed", "--folio-fsx-seed")
-             if (text := _raw(config, option)) not in (None, "")}
-    if len(set(given.values())) > 1:
-        raise ValueError("--folio-seed and its alias --folio-fsx-seed disagree: "
-                         f"{given['--folio-seed']} and {given['--folio-fsx-seed']}")
-    if given:
-        return next(iter(given.values()))
+    seeds = {option: seed for option in ("--folio-seed", "--folio-fsx-seed")
+             if (seed := given.parse(option, _positive_int)) is not None}
+    if len(set(seeds.values())) > 1:
+        raise pytest.UsageError(
+            f"{given.source('--folio-seed')} and its alias {given.source('--folio-fsx-seed')} "
+            f"disagree: {seeds['--folio-seed']} and {seeds['--folio-fsx-seed']}")
+    if seeds:
+        return next(iter(seeds.values()))
     if chosen is not None:
         return chosen
     return random.SystemRandom().randrange(1, 1 << 31)
@@ -124,7 +197,10 @@ def check_order(order: int) -> int:
     return order
 
 
-def parse_order(text: str | int) -> int:
+def parse_order(text: object) -> int:
+    """A folio order from text or an int (not a bool, a float or a list)."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise ValueError(f"not a folio order: {text!r} (use 0..{MAX_PAGECACHE_ORDER})")
     try:
         order = int(text)
     except ValueError:
@@ -132,22 +208,70 @@ def parse_order(text: str | int) -> int:
     return check_order(order)
 
 
-def _positive_int(text: str, what: str) -> int:
+def parse_block_size_value(value: object) -> int:
+    """A ramfs block size from text or an int (not a bool, a float or a list)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"not a block size: {value!r} (use e.g. 4096, '16k', '2M')")
+    return parse_block_size(value)
+
+
+def parse_unique(values: Sequence[object], parse: Callable[[object], int],
+                 show: Callable[[int], str]) -> tuple[int, ...]:
+    """Parse each value; a value given twice (``0,0``, ``4k,4096``) is an error, since
+    it would run every test twice under two ids."""
+    parsed = tuple(parse(v) for v in values)
+    for i, value in enumerate(parsed):
+        if value in parsed[:i]:
+            raise ValueError(f"{show(value)} is given twice ({values[parsed.index(value)]!r} "
+                             f"and {values[i]!r})")
+    return parsed
+
+
+def _order_list(text: str) -> tuple[int, ...]:
+    orders = parse_unique(parse_list(text), parse_order, lambda o: f"folio order {o}")
+    if not orders:
+        raise ValueError("needs at least one folio order")
+    return orders
+
+
+def _block_size_list(text: str) -> tuple[int, ...]:
+    sizes = parse_unique(parse_list(text), parse_block_size_value,
+                         lambda b: f"block size {format_size(b)}")
+    if not sizes:
+        raise ValueError("needs at least one block size")
+    return sizes
+
+
+def _positive_int(text: str) -> int:
     try:
         value = int(str(text), 0)
     except ValueError:
-        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
+        raise ValueError(f"must be a whole number, not {text!r}") from None
     if value <= 0:
-        raise ValueError(f"{what} must be positive, not {value}")
+        raise ValueError(f"must be positive, not {value}")
     return value
+
+
+def _percentage(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise ValueError(f"takes a percentage, not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"takes a percentage of 0 or more, not {text!r}")
+    return value
+
+
+def _pages(size: int, what: str) -> int:
+    if size < PAGE_SIZE or size % PAGE_SIZE:
+        raise ValueError(f"{what} {size} must be a positive multiple of {PAGE_SIZE}")
+    return size
 
 
 def check_mtd_geometry(size: int, erasesize: int) -> None:
     """The reference device's geometry rules (block2mtd's own checks)."""
-    if size < PAGE_SIZE or size % PAGE_SIZE:
-        raise ValueError(f"MTD size {size} must be a positive multiple of {PAGE_SIZE}")
-    if erasesize < PAGE_SIZE or erasesize % PAGE_SIZE:
-        raise ValueError(f"erasesize {erasesize} must be a positive multiple of {PAGE_SIZE}")
+    _pages(size, "MTD size")
+    _pages(erasesize, "erasesize")
     if size % erasesize:
         raise ValueError(
             f"erasesize {format_size(erasesize)} does not divide the device size "
@@ -155,56 +279,54 @@ def check_mtd_geometry(size: int, erasesize: int) -> None:
 
 
 def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettings:
-    """Parse and check every option; raise pytest.UsageError with one line on bad input.
+    """Parse and check every option; raise pytest.UsageError with one line on bad input,
+    naming the option or ini key the bad value came from.
 
     ``seed`` is the controller's choice, handed to xdist workers so every process uses
     the same one.
     """
+    given = GivenValues(config)
+    orders = given.parse("--folio-orders", _order_list)
+    block_sizes = given.parse("--folio-block-sizes", _block_size_list)
+    mtd_size = given.parse("--folio-mtd-size", lambda t: _pages(parse_size(t), "MTD size"))
+    erasesize = given.parse("--folio-erasesize", lambda t: _pages(parse_size(t), "erasesize"))
+    assert orders and block_sizes and mtd_size is not None and erasesize is not None
     try:
-        orders = tuple(parse_order(o) for o in parse_list(str(_raw(config, "--folio-orders"))))
-        if not orders:
-            raise ValueError("--folio-orders needs at least one order")
-        sizes_text = str(_raw(config, "--folio-block-sizes"))
-        block_sizes = tuple(parse_block_size(s) for s in parse_list(sizes_text))
-        if not block_sizes:
-            raise ValueError("--folio-block-sizes needs at least one block size")
-        mtd_size = parse_size(str(_raw(config, "--folio-mtd-size")))
-        erasesize = parse_size(str(_raw(config, "--folio-erasesize")))
         check_mtd_geometry(mtd_size, erasesize)
-        fsx_ops = _positive_int(_raw(config, "--folio-fsx-ops"), "--folio-fsx-ops")
-        seed = _seed(config, seed)
-        fail_text = _raw(config, "--folio-compare-fail")
-        compare_fail = None
-        if fail_text not in (None, ""):
-            try:
-                compare_fail = float(str(fail_text).rstrip("%"))
-            except ValueError:
-                raise ValueError(
-                    f"--folio-compare-fail takes a percentage, not {fail_text!r}") from None
-            if compare_fail < 0:
-                raise ValueError("--folio-compare-fail must not be negative")
-        fsx_replay = _raw(config, "--folio-fsx-replay")
-        fsx_dir = _raw(config, "--folio-fsx-dir")
-        if fsx_dir and Path(fsx_dir).exists() and not Path(fsx_dir).is_dir():
-            raise ValueError(f"--folio-fsx-dir: {fsx_dir} is not a directory")
-        save = _raw(config, "--folio-save")
-        compare = _raw(config, "--folio-compare")
-        destructive = _raw(config, "--folio-allow-destructive")
     except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise given.error("--folio-erasesize",
+                          f"{exc} ({given.source('--folio-mtd-size')})") from None
+    for order in orders:
+        # the reference block device's logical block size is the folio size
+        if mtd_size % (PAGE_SIZE << order):
+            raise pytest.UsageError(
+                f"{given.source('--folio-mtd-size')}: the MTD size {format_size(mtd_size)} "
+                f"is not a multiple of the {format_size(PAGE_SIZE << order)} folios of "
+                f"order {order} ({given.source('--folio-orders')})")
+    fsx_ops = given.parse("--folio-fsx-ops", _positive_int)
+    seed = _seed(given, seed)
+    compare_fail = given.parse("--folio-compare-fail", _percentage)
+    fsx_replay = given.parse("--folio-fsx-replay", Path)
+    fsx_dir = given.parse("--folio-fsx-dir", Path)
+    if fsx_dir is not None and fsx_dir.exists() and not fsx_dir.is_dir():
+        raise given.error("--folio-fsx-dir", f"{fsx_dir} is not a directory")
+    mtd = given.text("--folio-mtd")
+    fs = given.text("--folio-fs")
+    assert fsx_ops is not None and mtd is not None and fs is not None
     return FolioSettings(
         orders=orders,
         block_sizes=block_sizes,
-        mtd=str(_raw(config, "--folio-mtd")),
-        fs=str(_raw(config, "--folio-fs")),
+        mtd=mtd,
+        fs=fs,
         mtd_size=mtd_size,
         erasesize=erasesize,
-        allow_destructive=bool(destructive),
+        allow_destructive=given.flag("--folio-allow-destructive"),
         fsx_ops=fsx_ops,
         seed=seed,
-        fsx_replay=Path(fsx_replay) if fsx_replay else None,
-        fsx_dir=Path(fsx_dir) if fsx_dir else None,
-        save=Path(save) if save else None,
-        compare=Path(compare) if compare else None,
+        fsx_replay=fsx_replay,
+        fsx_dir=fsx_dir,
+        save=given.parse("--folio-save", Path),
+        compare=given.parse("--folio-compare", Path),
         compare_fail=compare_fail,
+        sources=dict(given.sources),
     )

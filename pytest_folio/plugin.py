@@ -17,8 +17,9 @@ from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.options import (
     FolioSettings,
     add_options,
-    parse_block_size,
+    parse_block_size_value,
     parse_order,
+    parse_unique,
     read_settings,
 )
 from pytest_folio.sizes import format_size
@@ -90,17 +91,21 @@ def rerun_command(item: pytest.Item, *options: str) -> str:
                        f"--folio-seed={settings(item.config).seed}"])
 
 
-def _marker_values(metafunc: pytest.Metafunc, name: str) -> tuple[Any, ...] | None:
+def _marker_values(metafunc: pytest.Metafunc, name: str, parse: Callable[[object], int],
+                   show: Callable[[int], str]) -> tuple[int, ...] | None:
+    """The closest ``name`` marker's values, parsed; None when the test has no marker."""
     marker = metafunc.definition.get_closest_marker(name)
-    return None if marker is None else tuple(marker.args)
-
-
-def _checked(metafunc: pytest.Metafunc, values: tuple[Any, ...],
-             parse: Callable[[Any], int]) -> tuple[int, ...]:
+    if marker is None:
+        return None
     try:
-        return tuple(parse(v) for v in values)
+        if marker.kwargs:
+            raise ValueError(f"takes values only, not {', '.join(marker.kwargs)}=")
+        values = parse_unique(marker.args, parse, show)
+        if not values:
+            raise ValueError("needs at least one value")
+        return values
     except ValueError as exc:
-        message = f"{metafunc.definition.nodeid}: {exc}"
+        message = f"{metafunc.definition.nodeid}: marker {name}: {exc}"
     # A marker is test code, not an option: fail this module's collection with one line
     # (pytest.fail without a traceback), which also works on xdist workers.
     pytest.fail(message, pytrace=False)
@@ -109,9 +114,9 @@ def _checked(metafunc: pytest.Metafunc, values: tuple[Any, ...],
 def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
     """Parametrize ``argname`` (indirectly) over the run's folio orders, or the test's
     ``folio_orders`` marker; ids are folio sizes (``[16K]``)."""
-    marked = _marker_values(metafunc, "folio_orders")
-    orders = (settings(metafunc.config).orders if marked is None
-              else _checked(metafunc, marked, parse_order))
+    marked = _marker_values(metafunc, "folio_orders", parse_order,
+                            lambda o: f"folio order {o}")
+    orders = settings(metafunc.config).orders if marked is None else marked
     metafunc.parametrize(argname, orders, indirect=True,
                          ids=[format_size(PAGE_SIZE << o) for o in orders])
 
@@ -119,9 +124,9 @@ def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
 def parametrize_block_sizes(metafunc: pytest.Metafunc, argname: str) -> None:
     """Parametrize ``argname`` (indirectly) over the run's block sizes, or the test's
     ``folio_block_sizes`` marker; ids are sizes (``[64K]``)."""
-    marked = _marker_values(metafunc, "folio_block_sizes")
-    sizes = (settings(metafunc.config).block_sizes if marked is None
-             else _checked(metafunc, marked, parse_block_size))
+    marked = _marker_values(metafunc, "folio_block_sizes", parse_block_size_value,
+                            lambda b: f"block size {format_size(b)}")
+    sizes = settings(metafunc.config).block_sizes if marked is None else marked
     metafunc.parametrize(argname, sizes, indirect=True, ids=[format_size(b) for b in sizes])
 
 

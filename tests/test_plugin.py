@@ -123,12 +123,32 @@ def test_same_collection_under_xdist(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--folio-orders", "10"], "folio order 10 is out of range 0..9*"),
-    (["--folio-orders", "two"], "not a folio order: 'two'*"),
-    (["--folio-block-sizes", "3000"], "block size 3000 must be a power of two from 4K to 2M"),
-    (["--folio-block-sizes", "4M"], "block size 4194304 must be a power of two from 4K to 2M"),
-    (["--folio-block-sizes", "1k"], "block size 1024 must be a power of two from 4K to 2M"),
-    (["--folio-erasesize", "48K"], "erasesize 48K does not divide the device size 16M"),
+    (["--folio-orders", "10"], "--folio-orders: folio order 10 is out of range 0..9*"),
+    (["--folio-orders", "two"], "--folio-orders: not a folio order: 'two'*"),
+    (["--folio-block-sizes", "3000"],
+     "--folio-block-sizes: block size 3000 must be a power of two from 4K to 2M"),
+    (["--folio-block-sizes", "4M"],
+     "--folio-block-sizes: block size 4194304 must be a power of two from 4K to 2M"),
+    (["--folio-block-sizes", "1k"],
+     "--folio-block-sizes: block size 1024 must be a power of two from 4K to 2M"),
+    (["--folio-erasesize", "48K"],
+     "--folio-erasesize: erasesize 48K does not divide the device size 16M*"),
+    (["--folio-fs="], "--folio-fs: needs a value, not an empty string"),
+    (["--folio-mtd= "], "--folio-mtd: needs a value, not an empty string"),
+    (["--folio-fs=~nosuchuser_folio/x"], "--folio-fs: cannot expand '~nosuchuser_folio/x'*"),
+    (["--folio-orders=0,0"], "--folio-orders: folio order 0 is given twice ('0' and '0')"),
+    (["--folio-block-sizes=4k,4096"],
+     "--folio-block-sizes: block size 4K is given twice ('4k' and '4096')"),
+    (["--folio-compare-fail=nan"], "--folio-compare-fail: takes a percentage of 0 or more*"),
+    (["--folio-compare-fail=inf"], "--folio-compare-fail: takes a percentage of 0 or more*"),
+    (["--folio-orders=9", "--folio-mtd-size=1M"],
+     "--folio-mtd-size: the MTD size 1M is not a multiple of the 2M folios of order 9 "
+     "(--folio-orders)"),
+    (["--folio-fs=reference:memory=5000"],
+     "--folio-fs: reference knob memory: memory '5000' must be a positive multiple of the "
+     "page size (4096)"),
+    (["--folio-fs=reference:memory=100000T"],
+     "--folio-fs: reference knob memory: cannot reserve 100000T of memory*"),
 ])
 def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
                                                message: str) -> None:
@@ -162,8 +182,8 @@ def test_bad_marker_value_fails_collection_in_one_line(pytester: pytest.Pytester
     # serially pytest stops on the collection error (2); xdist reports it as failed (1)
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
     result.assert_outcomes(errors=1 if not xdist else 2)
-    result.stdout.fnmatch_lines(["*test_bad_marker_value*.py::test_order: folio order 12 "
-                                 "is out of range 0..9*"])
+    result.stdout.fnmatch_lines(["*test_bad_marker_value*.py::test_order: marker "
+                                 "folio_orders: folio order 12 is out of range 0..9*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert "During handling" not in result.stdout.str()
 
@@ -192,3 +212,73 @@ def test_a_users_own_target_fixture_is_not_parametrized_behind_its_back(
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*TestOwn::test_own PASSED*", "*test_ours?4K-4K? PASSED*",
                                  "*test_ours?16K-4K? PASSED*"])
+
+
+@pytest.mark.parametrize(("ini", "message"), [
+    ("folio_allow_destructive = maybe",
+     "ini key folio_allow_destructive: 'maybe' is not a truth value (use true or false)"),
+    ("folio_mtd = bogus", "ini key folio_mtd: unknown target 'bogus'*"),
+    ("folio_fs =", "ini key folio_fs: needs a value, not an empty string"),
+    ("folio_fs = reference:features=most", "ini key folio_fs: reference knob features*"),
+    ("folio_orders = 0,0", "ini key folio_orders: folio order 0 is given twice*"),
+    ("folio_erasesize = 48K", "ini key folio_erasesize: erasesize 48K does not divide the "
+     "device size 16M (--folio-mtd-size)"),
+])
+def test_bad_ini_values_name_the_ini_key(pytester: pytest.Pytester, ini: str,
+                                         message: str) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(ORDER_TEST)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line.strip()] == [
+        line for line in result.errlines if line.startswith("ERROR: ")]
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_the_command_line_wins_over_the_ini_key_and_is_named(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfolio_orders = 1\n")
+    pytester.makepyfile(ORDER_TEST)
+    result = pytester.runpytest("--folio-orders=11")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --folio-orders: folio order 11 is out of range*"])
+
+
+def test_an_ini_flag_takes_the_usual_truth_values(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfolio_allow_destructive = yes\n")
+    pytester.makeconftest("""
+        from pytest_folio.plugin import settings
+
+        def pytest_report_header(config):
+            return f"destructive={settings(config).allow_destructive}"
+    """)
+    pytester.makepyfile(ORDER_TEST)
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["destructive=True"])
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ("folio_orders([0, 2])", "marker folio_orders: not a folio order: ?0, 2?*"),
+    ("folio_orders(True)", "marker folio_orders: not a folio order: True*"),
+    ("folio_orders(1, 1)", "marker folio_orders: folio order 1 is given twice*"),
+    ("folio_orders()", "marker folio_orders: needs at least one value"),
+    ("folio_orders(order=1)", "marker folio_orders: takes values only, not order=*"),
+    ("folio_block_sizes(['4k'])", "marker folio_block_sizes: not a block size: ?'4k'?*"),
+    ("folio_block_sizes(False)", "marker folio_block_sizes: not a block size: False*"),
+    ("folio_block_sizes('4k', 4096)",
+     "marker folio_block_sizes: block size 4K is given twice*"),
+])
+def test_a_marker_of_the_wrong_shape_is_one_line_naming_the_marker(
+        pytester: pytest.Pytester, marker: str, message: str) -> None:
+    argname = "folio_order" if "orders" in marker else "block_size"
+    pytester.makepyfile(f"""
+        import pytest
+
+        @pytest.mark.{marker}
+        def test_marked({argname}):
+            pass
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*test_a_marker_of_the_wrong_shape*.py::test_marked: "
+                                 f"{message}"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

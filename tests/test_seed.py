@@ -70,8 +70,8 @@ def test_a_chosen_seed_is_the_same_on_every_xdist_worker(pytester: pytest.Pytest
 @pytest.mark.parametrize(("args", "message"), [
     (["--folio-seed=1", "--folio-fsx-seed=2"],
      "--folio-seed and its alias --folio-fsx-seed disagree: 1 and 2"),
-    (["--folio-seed=x"], "--folio-seed must be a whole number, not 'x'"),
-    (["--folio-seed=0"], "--folio-seed must be positive, not 0"),
+    (["--folio-seed=x"], "--folio-seed: must be a whole number, not 'x'"),
+    (["--folio-seed=0"], "--folio-seed: must be positive, not 0"),
 ])
 def test_bad_seeds_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
                                              message: str) -> None:

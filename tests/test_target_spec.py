@@ -49,3 +49,24 @@ def test_unimportable_factory_is_one_line() -> None:
 def test_unknown_name_lists_the_accepted_forms() -> None:
     with pytest.raises(TargetError, match=r"unknown target 'bogus'.*package.module:factory"):
         parse_target_spec("bogus", "--folio-mtd")
+
+
+def test_a_factory_module_calling_sys_exit_on_import_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "exiting_factory_mod.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TargetError, match=r"^--folio-fs: cannot import factory "
+                       r"'exiting_factory_mod:f': SystemExit: 3$"):
+        parse_target_spec("exiting_factory_mod:f", "--folio-fs")
+    sys.modules.pop("exiting_factory_mod", None)
+
+
+def test_a_home_directory_of_an_unknown_user_is_one_line() -> None:
+    with pytest.raises(TargetError, match=r"^--folio-fs: cannot expand '~nosuchuser_folio/x'"):
+        parse_target_spec("~nosuchuser_folio/x", "--folio-fs")
+
+
+@pytest.mark.parametrize("text", ["a\0b", "x" * 5000])
+def test_text_no_path_can_be_is_not_taken_for_a_path(text: str) -> None:
+    with pytest.raises(TargetError, match="unknown target"):
+        parse_target_spec(text, "--folio-fs")

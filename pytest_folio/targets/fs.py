@@ -13,13 +13,15 @@ runs; :meth:`FsTarget.mount` then hands out a fresh file system per test.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pytest_folio.sizes import parse_size
+from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import FileSystem
 from pytest_folio.targets.spec import TargetError, TargetSpec, parse_target_spec
@@ -37,9 +39,16 @@ def _features(value: str) -> str:
 
 
 def _memory(value: str) -> int:
+    """The model's physical memory: whole pages, and reservable now (an anonymous
+    mapping, untouched, costs nothing), so it fails here rather than in every test."""
     size = parse_size(value)
-    if size <= 0:
-        raise ValueError("memory must be positive")
+    if size < PAGE_SIZE or size % PAGE_SIZE:
+        raise ValueError(f"memory {value!r} must be a positive multiple of the page size "
+                         f"({PAGE_SIZE})")
+    try:
+        mmap.mmap(-1, size).close()
+    except (OSError, OverflowError) as exc:
+        raise ValueError(f"cannot reserve {format_size(size)} of memory: {exc}") from None
     return size
 
 
@@ -110,38 +119,44 @@ class FsTarget:
                 umount()
 
 
-def _check_directory(spec: TargetSpec) -> None:
+def _check_directory(spec: TargetSpec, option: str) -> None:
     path = spec.path
     assert path is not None
-    if not path.exists():
-        raise TargetError(f"{OPTION}: {spec.text} does not exist")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise TargetError(f"{option}: {spec.text} does not exist") from None
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte, no permission
+        raise TargetError(f"{option}: {spec.text!r} is not a usable path: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
     if not path.is_dir():
-        raise TargetError(f"{OPTION}: {spec.text} is not a directory")
+        raise TargetError(f"{option}: {spec.text} is not a directory")
     if not os.access(path, os.W_OK | os.X_OK):
-        raise TargetError(f"{OPTION}: {spec.text} is not writable by this user")
+        raise TargetError(f"{option}: {spec.text} is not writable by this user")
 
 
-def _reference_options(spec: TargetSpec) -> dict[str, Any]:
+def _reference_options(spec: TargetSpec, option: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for name, value in spec.knobs.items():
         parser = REFERENCE_KNOBS.get(name)
         if parser is None:
             raise TargetError(
-                f"{OPTION}: unknown reference knob {name!r} (known: "
+                f"{option}: unknown reference knob {name!r} (known: "
                 f"{', '.join(sorted(REFERENCE_KNOBS))})")
         try:
             options[name] = parser(value)
         except ValueError as exc:
-            raise TargetError(f"{OPTION}: reference knob {name}: {exc}") from None
+            raise TargetError(f"{option}: reference knob {name}: {exc}") from None
     return options
 
 
-def resolve_fs_target(text: str) -> FsTarget:
-    """Parse and check ``--folio-fs``; raise TargetError with one line on bad input."""
-    spec = parse_target_spec(text, OPTION)
+def resolve_fs_target(text: str, option: str = OPTION) -> FsTarget:
+    """Parse and check ``--folio-fs``; raise TargetError with one line on bad input
+    (``option`` names where the text came from: the option, or its ini key)."""
+    spec = parse_target_spec(text, option)
     if spec.kind == "path":
-        _check_directory(spec)
+        _check_directory(spec, option)
         return FsTarget(spec)
     if spec.kind == "reference":
-        return FsTarget(spec, _reference_options(spec))
+        return FsTarget(spec, _reference_options(spec, option))
     return FsTarget(spec)

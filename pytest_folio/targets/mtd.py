@@ -32,14 +32,14 @@ def _valid_knobs() -> str:
     return ", ".join(f"{k}={'|'.join(v)}" for k, v in REFERENCE_KNOBS.items())
 
 
-def check_reference_knobs(knobs: dict[str, str]) -> dict[str, str]:
+def check_reference_knobs(knobs: dict[str, str], option: str = OPTION) -> dict[str, str]:
     """Every knob known and every value allowed; returns all knobs with defaults filled."""
     for knob, value in knobs.items():
         if knob not in REFERENCE_KNOBS:
-            raise TargetError(f"{OPTION}: unknown knob {knob!r} for the reference device; "
+            raise TargetError(f"{option}: unknown knob {knob!r} for the reference device; "
                               f"valid knobs: {_valid_knobs()}")
         if value not in REFERENCE_KNOBS[knob]:
-            raise TargetError(f"{OPTION}: {knob}={value!r} is not one of "
+            raise TargetError(f"{option}: {knob}={value!r} is not one of "
                               f"{'|'.join(REFERENCE_KNOBS[knob])}")
     return {knob: knobs.get(knob, values[0]) for knob, values in REFERENCE_KNOBS.items()}
 
@@ -105,15 +105,16 @@ def call_factory(factory: Any, name: str, **kwargs: Any) -> MTDDevice:
     return device
 
 
-def resolve_mtd_target(text: str) -> MTDTarget:
-    """Parse and check ``--folio-mtd`` once per run.
+def resolve_mtd_target(text: str, option: str = OPTION) -> MTDTarget:
+    """Parse and check ``--folio-mtd`` once per run (``option`` names where the text came
+    from in messages: the option, or its ini key).
 
     A real device is opened (read-only) and closed here, so a wrong path, a device in use
     or a missing driver stop the run before any test starts.
     """
-    spec = parse_target_spec(text, OPTION)
+    spec = parse_target_spec(text, option)
     if spec.kind == "reference":
-        return MTDTarget(spec, check_reference_knobs(spec.knobs))
+        return MTDTarget(spec, check_reference_knobs(spec.knobs, option))
     if spec.kind == "path":
         assert spec.path is not None
         open_mtd_char(spec.path).close()

@@ -55,7 +55,8 @@ def load_factory(text: str, option: str) -> Callable[..., Any]:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except Exception as exc:  # an import error of the user's module, whatever it is
+    # an import error of the user's module, whatever it is: sys.exit() on import too
+    except (Exception, SystemExit) as exc:
         raise TargetError(
             f"{option}: cannot import factory {text!r}: {type(exc).__name__}: {exc}") from None
     if not callable(obj):
@@ -68,14 +69,27 @@ def registered_targets() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _exists(text: str) -> bool:
+    """Whether ``text`` names an existing path; text no path can be (a NUL byte, a name
+    too long) is not one."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def parse_target_spec(text: str, option: str) -> TargetSpec:
     """Classify ``text``; raise TargetError naming the accepted forms when it fits none."""
     text = text.strip()
     head, _, tail = text.partition(":")
     if head == "reference":
         return TargetSpec("reference", text, knobs=parse_knobs(tail, option))
-    if text.startswith(("/", ".", "~")) or Path(text).exists():
-        return TargetSpec("path", text, path=Path(text).expanduser())
+    if text.startswith(("/", ".", "~")) or _exists(text):
+        try:
+            path = Path(text).expanduser()
+        except RuntimeError as exc:  # ~nosuchuser/x
+            raise TargetError(f"{option}: cannot expand {text!r}: {exc}") from None
+        return TargetSpec("path", text, path=path)
     if _FACTORY_RE.match(text):
         return TargetSpec("factory", text, factory=load_factory(text, option))
     registered = registered_targets()

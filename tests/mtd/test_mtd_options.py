@@ -63,7 +63,8 @@ def test_unimportable_factory(pytester: pytest.Pytester) -> None:
 
 def test_erasesize_not_dividing_the_size(pytester: pytest.Pytester) -> None:
     message = _usage_error(pytester, "--folio-mtd-size", "1M", "--folio-erasesize", "192K")
-    assert message == "erasesize 192K does not divide the device size 1M"
+    assert message == ("--folio-erasesize: erasesize 192K does not divide the device size 1M "
+                       "(--folio-mtd-size)")
 
 
 def test_the_users_factory_gets_the_geometry_and_runs_per_order(
@@ -135,11 +136,24 @@ def test_block2mtd_defaults_when_the_target_is_not_the_reference(
     result.assert_outcomes(passed=1)
 
 
-def test_a_size_the_folio_size_does_not_divide_fails_the_test_in_one_line(
+def test_a_size_the_folio_size_does_not_divide_is_a_usage_error_before_any_test(
         pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(USES_DEVICE)
-    result = pytester.runpytest("--folio-mtd-size", "1M", "--folio-erasesize", "128K",
-                                "--folio-orders", "0,9")
+    message = _usage_error(pytester, "--folio-mtd-size", "1M", "--folio-erasesize", "128K",
+                           "--folio-orders", "0,9")
+    assert message == ("--folio-mtd-size: the MTD size 1M is not a multiple of the 2M folios "
+                       "of order 9 (--folio-orders)")
+
+
+def test_a_marked_order_the_size_cannot_hold_fails_that_test_in_one_line(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.folio_orders(0, 9)
+        def test_device(mtd_device, folio_order):
+            pass
+    """)
+    result = pytester.runpytest("--folio-mtd-size", "1M", "--folio-erasesize", "128K")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([
         "*--folio-mtd reference:api=folio,retry=on at 2M folios: block device size 1048576 "
