@@ -27,6 +27,7 @@ from pytest_folio.cli import CommandError
 from pytest_folio.options import check_mtd_geometry
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
+from pytest_folio.vm.build import build_for_kernel, loaded_lines, substitute
 from pytest_folio.vm.initramfs import (
     GUEST_OUT,
     GUEST_PYCACHE,
@@ -51,6 +52,7 @@ from pytest_folio.vm.kernel import (
     fetch_suite_kernel,
     user_kernel,
 )
+from pytest_folio.vm.mtdtests import MODULES_ENV
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
     Machine,
@@ -126,6 +128,16 @@ def register(subparsers: Any) -> None:
                         help="show the guest's whole boot console")
     parser.add_argument("--dmesg", type=Path, metavar="FILE",
                         help="save the guest kernel's log here after the run")
+    parser.add_argument("--patch", type=Path, action="append", default=[], metavar="FILE",
+                        help="apply this patch (repeatable, in order) to the booted kernel's "
+                             "own source and load the modules it changes, built out of tree, "
+                             "instead of the stock ones")
+    parser.add_argument("--driver", type=Path, metavar="PATH",
+                        help="build this module (a .c file, or a directory with a Kbuild or "
+                             "Makefile) against the booted kernel and load it")
+    parser.add_argument("--mtd-tests", action="store_true",
+                        help="build the kernel's drivers/mtd/tests from the same source for "
+                             "the test_kernel_mtd_* items")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
     parser.set_defaults(run=run)
 
@@ -147,6 +159,9 @@ class VMOptions:
     console: bool
     dmesg: Path | None
     pytest_args: list[str]
+    patches: tuple[Path, ...] = ()
+    driver: Path | None = None
+    mtd_tests: bool = False
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -168,6 +183,12 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         raise CommandError(
             f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} RAM disk "
             f"(needs at least {(args.mtd_size + MIN_GUEST_MEM) >> 20} MiB)")
+    for patch in getattr(args, "patch", []):
+        if not patch.is_file():
+            raise CommandError(f"--patch {patch}: no such file")
+    driver = getattr(args, "driver", None)
+    if driver is not None and not driver.exists():
+        raise CommandError(f"--driver {driver}: no such file or directory")
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -175,7 +196,9 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         kernel=kernel, suite=suite, modules=args.modules, mtd_size=args.mtd_size,
         erasesize=args.erasesize, mem_mib=args.mem, cpus=args.cpus, timeout=args.timeout,
         accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
-        dmesg=args.dmesg, pytest_args=pytest_args)
+        dmesg=args.dmesg, pytest_args=pytest_args,
+        patches=tuple(getattr(args, "patch", [])), driver=driver,
+        mtd_tests=bool(getattr(args, "mtd_tests", False)))
 
 
 def split_save(pytest_args: list[str]) -> tuple[list[str], Path | None]:
@@ -294,6 +317,7 @@ class Console:
     def __init__(self, out: TextIO, err: TextIO, show_boot: bool) -> None:
         self.out, self.err, self.show_boot = out, err, show_boot
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
+        self.on_start: list[str] = []  # progress lines once the guest loaded its modules
         self.marks: dict[str, str] = {}
         self.mark_times: dict[str, float] = {}
         self.started = time.monotonic()
@@ -305,6 +329,8 @@ class Console:
             self.mark_times[key] = time.monotonic() - self.started
             if key in ("kernel", "mtd"):
                 self.err.write(f"folio-vm: {value.strip()}\n")
+            if key == "start":
+                self.err.writelines(f"folio-vm: {line}\n" for line in self.on_start)
             self.err.flush()
         elif "start" in self.marks and "exit" not in self.marks:
             self.tail.append(line)
@@ -337,6 +363,7 @@ class VMRun:
         self.environ = dict(os.environ) if environ is None else environ
         self.cache = KernelCache(opts.cache_dir)
         self.clock = time.monotonic()
+        self.loaded: list[str] = []  # "loaded block2mtd built with ...", said at start
 
     def progress(self, message: str) -> None:
         self.err.write(f"folio-vm: {message}\n")
@@ -372,13 +399,16 @@ class VMRun:
         if kernel.modules is not None:
             modules = ModuleTree(kernel.modules, kernel.release).load_order(
                 REQUIRED_MODULES, REQUIRED_MODULES)
+        env = guest_env(self.environ, self.out.isatty())
+        if self.opts.patches or self.opts.driver or self.opts.mtd_tests:
+            modules, self.loaded = self.built_modules(kernel, modules, env)
         params = module_params(self.opts)
         pytest_args, save = split_save(self.opts.pytest_args)
         job = GuestJob(
             modules=[name for name, _ in modules], module_params=params, cwd=os.getcwd(),
             argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
                                    self.opts.erasesize),
-            env=guest_env(self.environ, self.out.isatty()))
+            env=env)
         with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
             work = Path(tmp)
             (work / "out").mkdir()
@@ -398,10 +428,26 @@ class VMRun:
             self.collect(work / "out", save)
         return status
 
+    def built_modules(self, kernel: Kernel, modules: list[tuple[str, bytes]],
+                      env: dict[str, str]) -> tuple[list[tuple[str, bytes]], list[str]]:
+        """``--patch``/``--driver``/``--mtd-tests``: build against ``kernel``, put the
+        built modules into the load order, tell the guest where the mtd tests are."""
+        if kernel.modules is None:
+            raise VMError(f"kernel {kernel.release} has no module tree, so a built module "
+                          "cannot replace its own (give --modules)")
+        built = build_for_kernel(kernel, list(self.opts.patches), self.opts.driver,
+                                 self.opts.mtd_tests, self.cache.root, self.progress)
+        if built.mtd_tests is not None:
+            env[MODULES_ENV] = str(built.mtd_tests)
+        order = substitute(modules, built.modules, ModuleTree(kernel.modules, kernel.release),
+                           kernel.release)
+        return order, loaded_lines(built, [name for name, _ in order])
+
     def boot(self, qemu: str, machine: Machine) -> int:
         accels = self.accelerators()
         for accel in accels:
             console = Console(self.out, self.err, self.opts.console)
+            console.on_start = self.loaded
             fallback = accel != accels[-1]
             self.progress(f"booting under {accel.upper()} ({machine.cpus} CPUs, "
                           f"{machine.mem_mib} MiB)")

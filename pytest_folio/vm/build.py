@@ -1,0 +1,327 @@
+"""Out-of-tree module builds against the booted kernel: ``--patch``, ``--driver``,
+``--mtd-tests``.
+
+The directories a patch touches come out of the kernel's own source
+(:mod:`.source`), the patches are applied in order, and only the modules whose ``.c``
+files changed are built (``make -C HEADERS M=DIR``) with the compiler the kernel was built
+with. ``--driver`` builds a user's ``.c`` file or Kbuild directory the same way, and
+``--mtd-tests`` the kernel's drivers/mtd/tests from the same (patched) tree. Results are
+cached under ``CACHE/builds/KEY``, KEY a hash of everything that goes into the build; a
+patch that does not apply or a build that fails raises :class:`BuildError` naming the
+build log, which the subcommand turns into exit 125 ("cannot test this revision").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from pytest_folio.vm import VMError
+from pytest_folio.vm.kernel import Kernel, ModuleTree, Progress, modinfo, module_name
+from pytest_folio.vm.source import KernelSource, SourceCache, check_compiler
+
+BUILD_FORMAT = "1"  # bump when the layout of a build directory changes
+MTD_TESTS_DIR = "drivers/mtd/tests"
+MAKE_JOBS = "2"
+
+
+class BuildError(VMError):
+    """A patch that does not apply, or a module that does not build: one line with the
+    log's path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """What a build produced: module name -> .ko, and where its log is."""
+
+    modules: dict[str, Path]
+    mtd_tests: Path | None      # directory of the kernel's mtd test modules, if built
+    log: Path
+    origin: str                 # what the modules were built with, for the loaded line
+    cached: bool = False
+
+
+def touched_files(patch: str) -> list[str]:
+    """The files a unified diff changes, relative to the tree's top (``-p1``)."""
+    files: list[str] = []
+    old: tuple[str | None] | None = None   # the last "--- " line's path, boxed
+    for line in patch.splitlines():
+        if line.startswith("--- "):
+            old = (_diff_path(line[4:]),)
+        elif line.startswith("+++ ") and old is not None:
+            new = _diff_path(line[4:])
+            path = new if new is not None else old[0]
+            if path is not None and path not in files:
+                files.append(path)
+            old = None
+    return files
+
+
+def _diff_path(text: str) -> str | None:
+    name = text.split("\t", 1)[0].strip()
+    if name == "/dev/null":
+        return None
+    return name.split("/", 1)[1] if "/" in name else name
+
+
+def module_of(makefile: Path, source: str) -> tuple[str, list[str]] | None:
+    """Which module of a kernel Makefile (or Kbuild) ``source`` (``block2mtd.c``) is
+    built into: ``(name, its objects)``; None when the file is no module's part.
+
+    A file named directly (``obj-$(CONFIG_X) += block2mtd.o``) is a module of its own;
+    otherwise the composite module listing it (``foo-objs := a.o b.o``, ``foo-y``).
+    """
+    obj = Path(source).with_suffix(".o").name
+    text = re.sub(r"\\\n", " ", makefile.read_text(errors="replace"))
+    composites: dict[str, list[str]] = {}
+    direct: set[str] = set()
+    for line in text.splitlines():
+        match = re.match(r"\s*([\w$()-]+)\s*[:+]?=\s*(.*)", line.split("#", 1)[0])
+        if match is None:
+            continue
+        target, objects = match.group(1), match.group(2).split()
+        if target.startswith("obj-"):
+            direct.update(objects)
+        else:
+            comp = re.fullmatch(r"([\w-]+)-(?:objs|y|\$\(CONFIG_\w+\))", target)
+            if comp:
+                composites.setdefault(comp.group(1), []).extend(objects)
+    for name, objects in composites.items():
+        if obj in objects and f"{name}.o" in direct:
+            return name, objects
+    if obj in direct:
+        return obj[:-2], [obj]
+    return None
+
+
+def _hash_tree(h: hashlib._Hash, path: Path) -> None:
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        h.update(str(file.relative_to(path.parent)).encode() + b"\0")
+        h.update(file.read_bytes())
+
+
+def build_key(source: KernelSource, compiler_version: str, patches: list[Path],
+              driver: Path | None, mtd_tests: bool) -> str:
+    """A hash of every input of the build: same inputs, same modules."""
+    h = hashlib.sha256(f"{BUILD_FORMAT}\0{source.release}\0{source.version}\0"
+                       f"{compiler_version}\0{mtd_tests}\0".encode())
+    for patch in patches:
+        h.update(b"patch\0" + patch.name.encode() + b"\0" + patch.read_bytes())
+    if driver is not None:
+        h.update(b"driver\0")
+        _hash_tree(h, driver)
+    return h.hexdigest()[:20]
+
+
+def _compiler_version(compiler: str) -> str:
+    proc = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                          check=False)
+    return proc.stdout.split("\n", 1)[0]
+
+
+def origin_text(patches: list[Path], driver: Path | None) -> str:
+    """``block2mtd-folio.patch`` / ``a.patch + b.patch`` / ``driver mydrv.c``."""
+    parts = [p.name for p in patches]
+    if driver is not None:
+        parts.append(f"driver {driver.name}")
+    return " + ".join(parts) or "the kernel's own source"
+
+
+class ModuleBuilder:
+    """Builds into ``ROOT/builds/KEY``; the log of a failed build stays as KEY.log."""
+
+    def __init__(self, source: KernelSource, cache_root: Path, progress: Progress) -> None:
+        self.source = source
+        self.store = cache_root / "builds"
+        self.progress = progress
+
+    def build(self, patches: list[Path], driver: Path | None = None,
+              mtd_tests: bool = False) -> Built:
+        compiler = check_compiler(self.source)
+        key = build_key(self.source, _compiler_version(compiler), patches, driver,
+                        mtd_tests)
+        entry = self.store / key
+        origin = origin_text(patches, driver)
+        if (entry / "done").is_file():
+            return self._result(entry, origin, cached=True)
+        self.store.mkdir(parents=True, exist_ok=True)
+        log = self.store / f"{key}.log"
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=self.store))
+        try:
+            with log.open("w") as out:
+                self._build_in(staging, patches, driver, mtd_tests, out, log)
+            shutil.copyfile(log, staging / "build.log")
+            (staging / "done").write_text(origin + "\n")
+            try:
+                staging.rename(entry)
+            except OSError:
+                if not (entry / "done").is_file():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        log.unlink(missing_ok=True)
+        return self._result(entry, origin, cached=False)
+
+    def _result(self, entry: Path, origin: str, cached: bool) -> Built:
+        modules = {module_name(p.name): p for p in sorted((entry / "modules").glob("*.ko"))}
+        tests = entry / "mtd-tests"
+        return Built(modules, tests if tests.is_dir() else None, entry / "build.log",
+                     origin, cached)
+
+    def _build_in(self, work: Path, patches: list[Path], driver: Path | None,
+                  mtd_tests: bool, out: TextIO, log: Path) -> None:
+        def sh(cmd: list[str], cwd: Path | None = None) -> int:
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+            return subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=env, check=False).returncode
+
+        touched: list[str] = []
+        for patch in patches:
+            touched += [f for f in touched_files(patch.read_text(errors="replace"))
+                        if f not in touched]
+        if patches and not touched:
+            raise BuildError(f"{patches[0].name} is not a unified diff (no +++ lines)")
+        dirs = sorted({str(Path(f).parent) for f in touched}
+                      | ({MTD_TESTS_DIR} if mtd_tests else set()))
+        src = work / "src"
+        if dirs:
+            tree = self.source.extract(dirs)
+            for d in dirs:
+                shutil.copytree(tree / d, src / d, symlinks=True)
+        for patch in patches:
+            if sh(["patch", "-p1", "--batch", "--forward", "-d", str(src), "-i",
+                   str(patch.resolve())]) != 0:
+                raise BuildError(f"{patch.name} does not apply to the source of kernel "
+                                 f"{self.source.release} {self.source.version} "
+                                 f"(log: {log})")
+        jobs: list[tuple[Path, list[str]]] = []  # (M= directory, extra make arguments)
+        by_dir: dict[str, list[tuple[str, list[str]]]] = {}
+        for file in touched:
+            d = str(Path(file).parent)
+            if not file.endswith(".c") or d == MTD_TESTS_DIR:
+                continue
+            makefile = next((src / d / n for n in ("Kbuild", "Makefile")
+                             if (src / d / n).is_file()), None)
+            found = module_of(makefile, Path(file).name) if makefile else None
+            if found is None:
+                raise BuildError(f"{file} is built into no module its directory's "
+                                 f"Makefile names, so it cannot be built out of tree "
+                                 f"(log: {log})")
+            by_dir.setdefault(d, []).append(found)
+        for d, mods in by_dir.items():
+            lines = [f"obj-m += {name}.o" for name in dict.fromkeys(n for n, _ in mods)]
+            lines += [f"{name}-objs := {' '.join(objs)}" for name, objs in mods
+                      if objs != [f"{name}.o"]]
+            (src / d / "Kbuild").write_text("\n".join(lines) + "\n")
+            jobs.append((src / d, []))
+        if patches and not jobs and not mtd_tests:
+            raise BuildError(f"{' '.join(p.name for p in patches)} changes no module's "
+                             f".c file (log: {log})")
+        if driver is not None:
+            jobs.append((self._driver_dir(driver, src / "driver"), []))
+        if mtd_tests:
+            jobs.append((src / MTD_TESTS_DIR, ["CONFIG_MTD_TESTS=m"]))
+        for directory, extra in jobs:
+            self.progress(f"building {_describe(directory, src)} against "
+                          f"{self.source.release} with {self.source.compiler}")
+            if sh(["make", "-C", str(self.source.headers), f"M={directory}", f"-j{MAKE_JOBS}",
+                   *extra, "modules"]) != 0:
+                raise BuildError(f"building {_describe(directory, src)} for kernel "
+                                 f"{self.source.release} failed: {_last_error_line(log)} "
+                                 f"(log: {log})")
+        (work / "modules").mkdir()
+        for directory, _ in jobs:
+            kos = sorted(directory.rglob("*.ko"))
+            if not kos:
+                raise BuildError(f"building {_describe(directory, src)} made no module "
+                                 f"(log: {log})")
+            dest = work / ("mtd-tests" if directory == src / MTD_TESTS_DIR else "modules")
+            dest.mkdir(exist_ok=True)
+            for ko in kos:
+                shutil.copyfile(ko, dest / ko.name)
+
+    @staticmethod
+    def _driver_dir(driver: Path, dest: Path) -> Path:
+        if driver.is_file() and driver.suffix == ".c":
+            dest.mkdir(parents=True)
+            shutil.copyfile(driver, dest / driver.name)
+            (dest / "Kbuild").write_text(f"obj-m += {driver.stem}.o\n")
+            return dest
+        if driver.is_dir() and any((driver / n).is_file() for n in ("Kbuild", "Makefile")):
+            shutil.copytree(driver, dest, symlinks=True)
+            return dest
+        raise BuildError(f"--driver {driver}: neither a .c file nor a directory with a "
+                         "Kbuild or Makefile")
+
+
+def _describe(directory: Path, src: Path) -> str:
+    try:
+        return str(directory.relative_to(src))
+    except ValueError:
+        return str(directory)
+
+
+def _last_error_line(log: Path) -> str:
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith("$")]
+    return (errors or lines or ["no output"])[0 if errors else -1]
+
+
+def substitute(order: list[tuple[str, bytes]], built: dict[str, Path], tree: ModuleTree,
+               release: str) -> list[tuple[str, bytes]]:
+    """The guest's load order with the built modules in place of the stock ones; a
+    built module the order lacks comes last, after the stock modules it depends on."""
+    data = {name: path.read_bytes() for name, path in built.items()}
+    for name, ko in data.items():
+        magic = modinfo(ko).get("vermagic", "").split()
+        if magic and magic[0] != release:
+            raise BuildError(f"{built[name]} is for kernel {magic[0]}, not {release}")
+    out = [(name, data.get(name, ko)) for name, ko in order]
+    have = {name for name, _ in out}
+    for name, ko in data.items():
+        if name in have:
+            continue
+        deps = [d.replace("-", "_") for d in modinfo(ko).get("depends", "").split(",") if d]
+        out += [(n, k) for n, k in tree.load_order(d for d in deps if d not in have)
+                if n not in have]
+        have |= {n for n, _ in out}
+        out.append((name, ko))
+        have.add(name)
+    return out
+
+
+def loaded_lines(built: Built, names: Iterable[str]) -> list[str]:
+    """``loaded block2mtd built with block2mtd-folio.patch``: one per built module the
+    guest loads at boot."""
+    return [f"loaded {name} built with {built.origin}" for name in names
+            if name in built.modules]
+
+
+def build_for_kernel(kernel: Kernel, patches: list[Path], driver: Path | None,
+                     mtd_tests: bool, cache_root: Path, progress: Progress,
+                     source: KernelSource | None = None) -> Built:
+    """Everything ``--patch``/``--driver``/``--mtd-tests`` need, built for ``kernel``:
+    from its Debian source (fetched and cached) unless ``source`` is given."""
+    if source is None:
+        source = SourceCache(cache_root).fetch(kernel, progress)
+    start = time.monotonic()
+    built = ModuleBuilder(source, cache_root, progress).build(patches, driver, mtd_tests)
+    what = ", ".join([*built.modules, *(["the mtd tests"] if built.mtd_tests else [])])
+    if built.cached:
+        progress(f"{what} built with {built.origin} (cached, {built.log.parent})")
+    else:
+        progress(f"built {what} with {built.origin} in {time.monotonic() - start:.1f} s "
+                 f"(log: {built.log})")
+    return built

@@ -1,0 +1,145 @@
+"""The kernel's own MTD tests (drivers/mtd/tests) as items: ``vm --mtd-tests``.
+
+Each item loads one test module in the VM guest against the kernel's MTD device of its
+folio order (``dev=N``) and passes when the module's test returned 0 with no error in its
+log; the NAND-only tests skip with the kernel's own reason. mtd_speedtest's figures go to
+the timing collector under our speed suite's row names (target ``kernel:mtd_speedtest``),
+followed by the seed's last row, erasing the already erased device through the MEMERASE
+ioctl, so ``compare`` prints the block2mtd seed's table from the kernel's tool. Outside the
+VM, or without ``--mtd-tests``, the items skip and say so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_folio.measurement import Measurement
+from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.mtdtests.common import mtdtest_erase_good_eraseblocks
+from pytest_folio.plugin import settings
+from pytest_folio.sizes import format_size
+from pytest_folio.targets.mtdchar import open_mtd_char
+from pytest_folio.vm.mtdtests import (
+    KERNEL_TESTS,
+    MODULES_ENV,
+    KernelDevice,
+    KernelTestRun,
+    kernel_mtd_devices,
+    run_kernel_test,
+    speed_rows,
+    torture_params,
+)
+
+SPEED_PASSES = 4        # samples per row: the fewest the collector's significance test takes
+SUITE = "mtd_speedtest"
+KERNEL_TARGET = "kernel:mtd_speedtest"
+ALREADY_ERASED = "Erase, already erased"
+
+
+@pytest.fixture
+def kernel_mtd(folio_order: int) -> tuple[Path, KernelDevice]:
+    """The built test modules and the kernel's MTD device at this folio order."""
+    modules = os.environ.get(MODULES_ENV)
+    if os.environ.get("PYTEST_FOLIO_VM") != "1" or not modules:
+        pytest.skip("the kernel's mtd tests run in the VM: python -m pytest_folio vm "
+                    "--mtd-tests -- ...")
+    devices = [d for d in kernel_mtd_devices() if d.folio_order == folio_order]
+    if not devices:
+        size = format_size(PAGE_SIZE << folio_order)
+        pytest.skip(f"kernel {os.uname().release} has no block2mtd device with {size} "
+                    f"folios (block devices get large folios from Linux 6.15 on)")
+    return Path(modules), devices[0]
+
+
+def _run(request: pytest.FixtureRequest, kernel_mtd: tuple[Path, KernelDevice],
+         name: str, extra: dict[str, str] | None = None) -> KernelTestRun:
+    """Run one test module; skip with the kernel's reason when it wants NAND; fail
+    unless it returned 0, logged no error and ended with its "finished" line."""
+    if not settings(request.config).allow_destructive:
+        pytest.skip(f"{kernel_mtd[1].path} is a real device and the kernel's mtd tests "
+                    f"erase and write it; pass --folio-allow-destructive to allow it")
+    run = run_kernel_test(kernel_mtd[0], KERNEL_TESTS[name], kernel_mtd[1], extra)
+    request.node.add_report_section("call", f"kernel log ({run.test.module})",
+                                    "\n".join(run.log))
+    reason = run.nand_only_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    tail = "; ".join(run.log[-3:]) or "nothing logged"
+    assert run.errno == 0, f"{run.test.module} failed: {os.strerror(run.errno)} ({tail})"
+    assert not run.problems(), f"{run.test.module} logged: {'; '.join(run.problems())}"
+    assert run.passed(), f"{run.test.module} did not finish: {tail}"
+    return run
+
+
+def _time_memerase(device: KernelDevice) -> float:
+    """ms to erase every eraseblock of the (already erased) device, one MEMERASE each."""
+    dev = open_mtd_char(device.path, allow_destructive=True, exclusive=True)
+    try:
+        bbt = [False] * (dev.size // dev.erasesize)
+        start = time.perf_counter()
+        mtdtest_erase_good_eraseblocks(dev, bbt)
+        return (time.perf_counter() - start) * 1000.0
+    finally:
+        dev.close()
+
+
+def test_kernel_mtd_speedtest(kernel_mtd: tuple[Path, KernelDevice],
+                              request: pytest.FixtureRequest) -> None:
+    device = kernel_mtd[1]
+    samples: dict[str, list[float]] = {}
+    for _ in range(SPEED_PASSES):
+        run = _run(request, kernel_mtd, "speedtest")
+        rows = speed_rows(run.log, device.erasesize, device.writesize)
+        assert "Eraseblock write" in " ".join(rows), f"no speed lines in {run.log[-3:]}"
+        for name, ms in rows.items():
+            samples.setdefault(name, []).append(ms)
+        # mtd_speedtest ends with multi-block erases: every block is erased now
+        samples.setdefault(ALREADY_ERASED, []).append(_time_memerase(device))
+    params = {"folio": format_size(PAGE_SIZE << (device.folio_order or 0))}
+    nbytes = device.size // device.erasesize * device.erasesize
+    for name, values in samples.items():
+        target = device.path if name == ALREADY_ERASED else KERNEL_TARGET
+        request.config.hook.pytest_folio_measurement(item=request.node, measurement=Measurement(
+            suite=SUITE, name=name, unit="ms", samples=values, params=params, target=target,
+            extra={"bytes": nbytes, "source": "MEMERASE ioctl" if name == ALREADY_ERASED
+                   else "mtd_speedtest"}))
+
+
+def test_kernel_mtd_readtest(kernel_mtd: tuple[Path, KernelDevice],
+                             request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "readtest")
+
+
+def test_kernel_mtd_stresstest(kernel_mtd: tuple[Path, KernelDevice],
+                               request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "stresstest")
+
+
+def test_kernel_mtd_torturetest(kernel_mtd: tuple[Path, KernelDevice],
+                                request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "torturetest", torture_params(kernel_mtd[1]))
+
+
+# NAND-only: on block2mtd these skip with the kernel's "this test requires NAND flash"
+def test_kernel_mtd_oobtest(kernel_mtd: tuple[Path, KernelDevice],
+                            request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "oobtest")
+
+
+def test_kernel_mtd_pagetest(kernel_mtd: tuple[Path, KernelDevice],
+                             request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "pagetest")
+
+
+def test_kernel_mtd_subpagetest(kernel_mtd: tuple[Path, KernelDevice],
+                                request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "subpagetest")
+
+
+def test_kernel_mtd_nandbiterrs(kernel_mtd: tuple[Path, KernelDevice],
+                                request: pytest.FixtureRequest) -> None:
+    _run(request, kernel_mtd, "nandbiterrs")

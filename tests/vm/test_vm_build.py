@@ -1,0 +1,163 @@
+"""Out-of-tree builds (--patch, --driver, --mtd-tests): what a patch touches, which
+module a file belongs to, the cache key, the failures that mean exit 125."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from vm_helpers import kernel_tree, module
+
+from pytest_folio.vm import VMError
+from pytest_folio.vm.build import (
+    BuildError,
+    Built,
+    ModuleBuilder,
+    build_key,
+    loaded_lines,
+    module_of,
+    origin_text,
+    substitute,
+    touched_files,
+)
+from pytest_folio.vm.kernel import ModuleTree
+from pytest_folio.vm.source import KernelSource
+
+SEED_PATCH = Path(__file__).parents[2] / "examples/seeds/block2mtd-folio.patch"
+
+PATCH = """\
+From: someone
+Subject: [PATCH] fix
+
+--- a/drivers/mtd/devices/block2mtd.c\t2026-01-01
++++ b/drivers/mtd/devices/block2mtd.c\t2026-01-02
+@@ -1,3 +1,3 @@
+ one
+-two
++TWO
+ three
+"""
+
+
+def test_a_patch_touches_the_files_of_its_plus_lines() -> None:
+    two = PATCH + PATCH.replace("devices/block2mtd.c", "tests/speedtest.c")
+    assert touched_files(two) == ["drivers/mtd/devices/block2mtd.c",
+                                  "drivers/mtd/tests/speedtest.c"]
+
+
+def test_a_new_file_counts_and_a_deleted_one_by_its_old_name() -> None:
+    text = ("--- /dev/null\n+++ b/drivers/x/new.c\n@@ -0,0 +1 @@\n+a\n"
+            "--- a/drivers/x/old.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n")
+    assert touched_files(text) == ["drivers/x/new.c", "drivers/x/old.c"]
+
+
+def test_the_seed_patch_touches_block2mtd_only() -> None:
+    assert touched_files(SEED_PATCH.read_text()) == ["drivers/mtd/devices/block2mtd.c"]
+
+
+def test_a_file_named_in_obj_is_its_own_module(tmp_path: Path) -> None:
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("obj-$(CONFIG_MTD_BLOCK2MTD)\t+= block2mtd.o\n"
+                        "obj-$(CONFIG_MTD_PHRAM) += phram.o\n")
+    assert module_of(makefile, "block2mtd.c") == ("block2mtd", ["block2mtd.o"])
+
+
+def test_a_file_of_a_composite_module_names_the_composite(tmp_path: Path) -> None:
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("obj-$(CONFIG_MTD_TESTS) += mtd_speedtest.o mtd_test.o\n"
+                        "mtd_speedtest-objs := speedtest.o \\\n\thelper.o\n")
+    assert module_of(makefile, "speedtest.c") == ("mtd_speedtest",
+                                                  ["speedtest.o", "helper.o"])
+    assert module_of(makefile, "other.c") is None
+
+
+def _source(tmp_path: Path, files: dict[str, str], compiler: str = "sh") -> KernelSource:
+    root = tmp_path / "src"
+    for rel, text in files.items():
+        (root / "tree" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "tree" / rel).write_text(text)
+    headers = root / "headers"
+    headers.mkdir(parents=True)
+    return KernelSource("6.1.0-test", "6.1.1-1", root, headers, root / "none.tar.xz",
+                        compiler)
+
+
+def test_the_key_changes_with_the_patch_and_the_kernel(tmp_path: Path) -> None:
+    src = _source(tmp_path, {})
+    one, two = tmp_path / "one.patch", tmp_path / "two.patch"
+    one.write_text(PATCH)
+    two.write_text(PATCH.replace("TWO", "2"))
+    key = build_key(src, "gcc 12", [one], None, False)
+    assert key == build_key(src, "gcc 12", [one], None, False)
+    assert key != build_key(src, "gcc 12", [two], None, False)
+    assert key != build_key(src, "gcc 13", [one], None, False)
+    assert key != build_key(src, "gcc 12", [one], None, True)
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
+def test_a_patch_that_does_not_apply_names_the_log(tmp_path: Path) -> None:
+    src = _source(tmp_path, {"drivers/mtd/devices/block2mtd.c": "other\ntext\nhere\n",
+                             "drivers/mtd/devices/Makefile": "obj-m += block2mtd.o\n"})
+    patch = tmp_path / "fix.patch"
+    patch.write_text(PATCH)
+    with pytest.raises(BuildError, match=r"fix.patch does not apply to the source of "
+                                         r"kernel 6.1.0-test 6.1.1-1 \(log: .*\.log\)"):
+        ModuleBuilder(src, tmp_path / "cache", lambda m: None).build([patch])
+    logs = list((tmp_path / "cache/builds").glob("*.log"))
+    assert len(logs) == 1 and "patch -p1" in logs[0].read_text()
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
+def test_a_file_no_module_is_built_from_is_refused(tmp_path: Path) -> None:
+    src = _source(tmp_path, {"drivers/mtd/devices/block2mtd.c": "one\ntwo\nthree\n",
+                             "drivers/mtd/devices/Makefile": "obj-m += phram.o\n"})
+    patch = tmp_path / "fix.patch"
+    patch.write_text(PATCH)
+    with pytest.raises(BuildError, match=r"block2mtd\.c is built into no module"):
+        ModuleBuilder(src, tmp_path / "cache", lambda m: None).build([patch])
+
+
+def test_a_kernel_without_its_compiler_here_cannot_be_tested(tmp_path: Path) -> None:
+    src = _source(tmp_path, {}, compiler="gcc-999")
+    with pytest.raises(VMError, match=r"built with gcc-999, which this host does not have"
+                                      r".*--build-kernel"):
+        ModuleBuilder(src, tmp_path / "cache", lambda m: None).build([])
+
+
+def test_built_modules_replace_the_stock_ones_in_place(tmp_path: Path) -> None:
+    tree = kernel_tree(tmp_path / "k", modules={"kernel/mtd.ko": module()})
+    built = tmp_path / "block2mtd.ko"
+    built.write_bytes(module("mtd") + b"built")
+    order = [("mtd", b"stock-mtd"), ("block2mtd", b"stock"), ("brd", b"brd")]
+    mods = ModuleTree(tree / "lib/modules/6.1.0-test", "6.1.0-test")
+    out = substitute(order, {"block2mtd": built}, mods, "6.1.0-test")
+    assert [n for n, _ in out] == ["mtd", "block2mtd", "brd"]
+    assert out[1][1].endswith(b"built") and out[0][1] == b"stock-mtd"
+
+
+def test_a_new_module_comes_last_after_its_dependencies(tmp_path: Path) -> None:
+    tree = kernel_tree(tmp_path / "k", modules={"kernel/mtd.ko": module()})
+    built = tmp_path / "mydrv.ko"
+    built.write_bytes(module("mtd"))
+    mods = ModuleTree(tree / "lib/modules/6.1.0-test", "6.1.0-test")
+    out = substitute([("brd", b"brd")], {"mydrv": built}, mods, "6.1.0-test")
+    assert [n for n, _ in out] == ["brd", "mtd", "mydrv"]
+
+
+def test_a_module_built_for_another_kernel_is_refused(tmp_path: Path) -> None:
+    tree = kernel_tree(tmp_path / "k")
+    built = tmp_path / "block2mtd.ko"
+    built.write_bytes(module(vermagic="7.2.0 SMP "))
+    mods = ModuleTree(tree / "lib/modules/6.1.0-test", "6.1.0-test")
+    with pytest.raises(BuildError, match=r"is for kernel 7\.2\.0, not 6\.1\.0-test"):
+        substitute([("block2mtd", b"x")], {"block2mtd": built}, mods, "6.1.0-test")
+
+
+def test_the_loaded_line_names_the_module_and_the_patch(tmp_path: Path) -> None:
+    built = Built({"block2mtd": tmp_path / "block2mtd.ko"}, None, tmp_path / "log",
+                  origin_text([SEED_PATCH], None))
+    assert loaded_lines(built, ["mtd", "block2mtd"]) == [
+        "loaded block2mtd built with block2mtd-folio.patch"]
+    assert origin_text([Path("a.patch"), Path("b.patch")], Path("x/my.c")) == \
+        "a.patch + b.patch + driver my.c"
