@@ -103,7 +103,7 @@ def run_mtd_suites(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[st
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "pytest_folio", *QUICK,
-         "--pyargs", "pytest_folio.suites", "-k", "mtd", "-q", "-rfs",
+         "--pyargs", "pytest_folio.suites", "-k", "mtd and not kernel_mtd", "-q", "-rfs",
          "--folio-mtd-size", "1M", "--folio-erasesize", "32K", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
