@@ -25,6 +25,7 @@ from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import folio_mark_dirty
 from pytest_folio.model.folio import Folio, folio_lock, folio_put, folio_unlock
 from pytest_folio.model.mtdcore import mtd_check_erase, mtd_check_read, mtd_check_write
+from pytest_folio.model.pagewrappers import lock_page, put_page, set_page_dirty, unlock_page
 from pytest_folio.model.stats import Stats
 from pytest_folio.uapi import MTD_CAP_RAM, MTD_RAM, MTD_WRITEABLE
 
@@ -43,6 +44,11 @@ class _ErasedPages(dict[int, bytes]):
 
 
 _ERASED_PAGES = _ErasedPages()
+# What the page path's wrappers cost, from the wrappers themselves (pagewrappers)
+_PUT_HEADS = put_page.compound_heads
+_LOCK_HEADS = lock_page.compound_heads
+_DIRTY_UNLOCK_HEADS = set_page_dirty.compound_heads + unlock_page.compound_heads
+_UNLOCK_PUT_HEADS = unlock_page.compound_heads + put_page.compound_heads
 _ERASED_PAGE = _ERASED_PAGES[1]
 
 
@@ -182,40 +188,45 @@ class Block2MTD:
     #
     # The kernel's wrappers are inline: lock_page(page) is folio_lock(page_folio(page)),
     # so all they add to a folio call is the compound_head(). They are spelled that way
-    # here (count, then the folio call on the page's folio) so that the page path differs
-    # from the folio path only in what the conversion removed: it goes page by page, and
-    # pays one compound_head per wrapper. read_mapping_page() itself hands back the page
-    # of the folio by arithmetic (folio_file_page) and costs none. The counts go into a
-    # local and reach the stats once per call (exact even when a lookup raises), so that
-    # counting costs no more than the kernel's inline compound_head() does.
+    # here (the folio call on the page's folio) so that the page path differs from the
+    # folio path only in what the conversion removed: it goes page by page, looks each
+    # page up (one probe, the same for every page of a folio, as the xarray's), and
+    # pays each wrapper's compound_heads, the very counts the wrappers in pagewrappers
+    # add when called. read_mapping_page() hands back the page of the folio by
+    # arithmetic (folio_file_page) and costs none. The counts go into a local and reach
+    # the stats once per call (exact even when a lookup raises), so that counting costs
+    # no more than the kernel's inline compound_head() does.
 
     def _read_pages(self, buf: memoryview, pos: int, length: int) -> None:
-        mapping = self.mapping
+        read_mapping_folio = self.mapping.read_mapping_folio
         heads = 0
         done = 0
         try:
             while done < length:
-                folio = mapping.read_mapping_folio(pos >> PAGE_SHIFT)  # read_mapping_page()
+                folio = read_mapping_folio(pos >> PAGE_SHIFT)    # read_mapping_page()
                 offset = pos - folio.pos
                 cpylen = PAGE_SIZE - (pos & _IN_PAGE)            # to the end of the page
                 if cpylen > length - done:
                     cpylen = length - done
                 buf[done:done + cpylen] = folio.data[offset:offset + cpylen]
-                heads += 1                                       # put_page(page)
-                folio_put(folio)
+                heads += _PUT_HEADS                              # put_page(page)
+                if folio.refcount > 1:             # folio_put, its usual case inline
+                    folio.refcount -= 1
+                else:
+                    folio_put(folio)
                 done += cpylen
                 pos += cpylen
         finally:
             self.stats.model.compound_head += heads
 
     def _write_pages(self, data: bytes, pos: int) -> None:
-        mapping = self.mapping
+        read_mapping_folio = self.mapping.read_mapping_folio
         stats = self.stats.model
         heads = 0
         done, length = 0, len(data)
         try:
             while done < length:
-                folio = mapping.read_mapping_folio(pos >> PAGE_SHIFT)  # read_mapping_page()
+                folio = read_mapping_folio(pos >> PAGE_SHIFT)    # read_mapping_page()
                 offset = pos - folio.pos
                 cpylen = PAGE_SIZE - (pos & _IN_PAGE)            # to the end of the page
                 if cpylen > length - done:
@@ -223,49 +234,52 @@ class Block2MTD:
                 dst = folio.data[offset:offset + cpylen]
                 src = data[done:done + cpylen]
                 if dst.tobytes() != src:
-                    heads += 1                                   # lock_page(page)
+                    heads += _LOCK_HEADS                         # lock_page(page)
                     if not self._lock_still_mapped(folio):
-                        heads += 2                               # unlock_page, put_page
+                        heads += _UNLOCK_PUT_HEADS               # unlock_page, put_page
                         continue
                     dst[:] = src
                     stats.bytes_copied += cpylen
-                    heads += 2                                   # set_page_dirty, unlock_page
+                    heads += _DIRTY_UNLOCK_HEADS                 # set_page_dirty, unlock_page
                     folio_mark_dirty(folio)
                     folio_unlock(folio)
-                heads += 1                                       # put_page(page)
-                folio_put(folio)
+                heads += _PUT_HEADS                              # put_page(page)
+                if folio.refcount > 1:             # folio_put, its usual case inline
+                    folio.refcount -= 1
+                else:
+                    folio_put(folio)
                 done += cpylen
                 pos += cpylen
         finally:
             stats.compound_head += heads
 
     def _erase_pages(self, index: int, pages: int) -> None:
-        mapping = self.mapping
+        read_mapping_folio = self.mapping.read_mapping_folio
         stats = self.stats
         heads = written = skipped = 0
         end = index + pages
         try:
             while index < end:
-                folio = mapping.read_mapping_folio(index)        # page = read_mapping_page()
-                if folio.nr_pages == 1:                          # page_address(page)
-                    addr = folio.data
-                else:
-                    start = (index - folio.index) << PAGE_SHIFT
-                    addr = folio.data[start:start + PAGE_SIZE]
+                folio = read_mapping_folio(index)                # page = read_mapping_page()
+                start = (index - folio.index) << PAGE_SHIFT      # page_address(page)
+                addr = folio.data[start:start + PAGE_SIZE]
                 if addr.tobytes() == _ERASED_PAGE:
                     skipped += 1
                 else:
-                    heads += 1                                   # lock_page(page)
+                    heads += _LOCK_HEADS                         # lock_page(page)
                     if not self._lock_still_mapped(folio):
-                        heads += 2                               # unlock_page, put_page
+                        heads += _UNLOCK_PUT_HEADS               # unlock_page, put_page
                         continue
                     addr[:] = _ERASED_PAGE
-                    heads += 2                                   # set_page_dirty, unlock_page
+                    heads += _DIRTY_UNLOCK_HEADS                 # set_page_dirty, unlock_page
                     folio_mark_dirty(folio)
                     folio_unlock(folio)
                     written += 1
-                heads += 1                                       # put_page(page)
-                folio_put(folio)
+                heads += _PUT_HEADS                              # put_page(page)
+                if folio.refcount > 1:             # folio_put, its usual case inline
+                    folio.refcount -= 1
+                else:
+                    folio_put(folio)
                 index += 1
         finally:
             stats.model.compound_head += heads
@@ -275,25 +289,28 @@ class Block2MTD:
     # -- api="folio": whole folios, no compound_head ----------------------------------
 
     def _read_folios(self, buf: memoryview, pos: int, length: int) -> None:
-        mapping = self.mapping
+        read_mapping_folio = self.mapping.read_mapping_folio
         done = 0
         while done < length:
-            folio = mapping.read_mapping_folio(pos >> PAGE_SHIFT)
+            folio = read_mapping_folio(pos >> PAGE_SHIFT)
             offset = pos - folio.pos
             cpylen = folio.size - offset
             if cpylen > length - done:
                 cpylen = length - done
             buf[done:done + cpylen] = folio.data[offset:offset + cpylen]
-            folio_put(folio)
+            if folio.refcount > 1:             # folio_put, its usual case inline
+                folio.refcount -= 1
+            else:
+                folio_put(folio)
             done += cpylen
             pos += cpylen
 
     def _write_folios(self, data: bytes, pos: int) -> None:
-        mapping = self.mapping
+        read_mapping_folio = self.mapping.read_mapping_folio
         stats = self.stats.model
         done, length = 0, len(data)
         while done < length:
-            folio = mapping.read_mapping_folio(pos >> PAGE_SHIFT)
+            folio = read_mapping_folio(pos >> PAGE_SHIFT)
             offset = pos - folio.pos
             cpylen = folio.size - offset
             if cpylen > length - done:
@@ -307,19 +324,22 @@ class Block2MTD:
                 stats.bytes_copied += cpylen
                 folio_mark_dirty(folio)
                 folio_unlock(folio)
-            folio_put(folio)
+            if folio.refcount > 1:             # folio_put, its usual case inline
+                folio.refcount -= 1
+            else:
+                folio_put(folio)
             done += cpylen
             pos += cpylen
 
     def _erase_folios(self, index: int, pages: int) -> None:
-        mapping = self.mapping
+        read_mapping_folio = self.mapping.read_mapping_folio
         stats = self.stats
         written = skipped = 0
         end = index + pages
         erased, erased_nr = _ERASED_PAGE, 1      # folios come in runs of one size
         try:
             while index < end:
-                folio = mapping.read_mapping_folio(index)
+                folio = read_mapping_folio(index)
                 nr = folio.nr_pages
                 if folio.index == index and nr <= end - index:   # the whole folio: usual
                     view = folio.data
@@ -349,7 +369,10 @@ class Block2MTD:
                                 written += 1
                     folio_mark_dirty(folio)
                     folio_unlock(folio)
-                folio_put(folio)
+                if folio.refcount > 1:             # folio_put, its usual case inline
+                    folio.refcount -= 1
+                else:
+                    folio_put(folio)
                 index += nr
         finally:
             stats.erase_pages_written += written

@@ -103,6 +103,7 @@ class AddressSpace:
         self._folios: dict[int, Folio] = {}
         self._sorted: list[int] | None = []
         self._min_order = 0
+        self._min_mask = -1                         # ~(mapping_min_folio_nrpages() - 1)
         self._max_order = 0
         self._top_order = 0                         # highest order ever cached (lookup bound)
 
@@ -128,6 +129,7 @@ class AddressSpace:
                 f"order-{min_order} folios: it needs at least "
                 f"{format_size(PAGE_SIZE << min_order)}")
         self._min_order = min_order
+        self._min_mask = ~((1 << min_order) - 1)
         self._max_order = max_order
         self._top_order = max(self._top_order, min_order)
 
@@ -154,12 +156,16 @@ class AddressSpace:
     # -- lookup ---------------------------------------------------------------------------
 
     def _lookup(self, index: int) -> Folio | None:
-        """The cached folio holding page ``index`` (no reference, no counting)."""
+        """The cached folio holding page ``index`` (no reference, no counting).
+
+        The first probe, at ``index`` aligned to the minimum order, finds every folio of
+        the minimum order, head page or not, so a lookup costs the same for any page of
+        a folio, as an xarray walk does."""
         folios = self._folios
-        folio = folios.get(index)
+        folio = folios.get(index & self._min_mask)
         if folio is not None:
-            return folio
-        for order in range(self._min_order, self._top_order + 1):
+            return folio                  # it starts at or below index and spans it
+        for order in range(self._min_order + 1, self._top_order + 1):
             folio = folios.get(index & ~((1 << order) - 1))
             if folio is not None:
                 # a folio starting there either holds index or proves nothing does
@@ -331,6 +337,14 @@ class AddressSpace:
         """An uptodate folio holding ``index``, read through ``a_ops.read_folio`` if
         needed (at the minimum order, as do_read_cache_folio does). Unlocked; the caller
         owns one reference."""
+        folio = self._folios.get(index & self._min_mask)
+        if folio is not None and folio.uptodate:
+            # the usual case, inline (a call costs more than the copy that follows):
+            # _lookup's first probe, then filemap_get_folio's accounting and reference
+            self.stats.folio_lookups += 1
+            folio.referenced = True
+            folio.refcount += 1
+            return folio
         while True:
             folio = self.filemap_get_folio(index)
             if folio is None:

@@ -107,12 +107,15 @@ def folio_get(folio: Folio) -> None:
 
 def folio_put(folio: Folio) -> None:
     """Drop a reference; the last one frees the folio's pages."""
-    if folio.refcount <= 0 or (folio.refcount == 1 and folio.mapping is not None):
+    refcount = folio.refcount
+    if refcount > 1:                  # the usual case: the cache or another holder stays
+        folio.refcount = refcount - 1
+        return
+    if refcount <= 0 or folio.mapping is not None:
         raise RuntimeError(f"folio_put: folio at index {folio.index} has no reference of "
                            "the caller's left (one put too many)")
-    folio.refcount -= 1
-    if folio.refcount == 0:
-        folio.memory.free_pages(folio.pfn, folio.order)
+    folio.refcount = 0                # the last reference: a folio out of the cache
+    folio.memory.free_pages(folio.pfn, folio.order)
 
 
 def folio_mark_uptodate(folio: Folio) -> None:
