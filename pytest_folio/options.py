@@ -330,3 +330,9 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         compare_fail=compare_fail,
         sources=dict(given.sources),
     )
+
+
+def option_default(option: str) -> str | None:
+    """An option's default as text (the VM runner reads the run's orders and block sizes
+    from the user's arguments, falling back to these)."""
+    return next(default for name, _, default, _ in _OPTIONS if name == option)

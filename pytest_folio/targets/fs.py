@@ -18,13 +18,19 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import FileSystem
-from pytest_folio.targets.spec import TargetError, TargetSpec, parse_target_spec
+from pytest_folio.targets.spec import (
+    TargetError,
+    TargetSpec,
+    parse_size_map,
+    parse_target_spec,
+)
 
 OPTION = "--folio-fs"
 
@@ -65,6 +71,9 @@ class FsTarget:
 
     spec: TargetSpec
     ramfs_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # ``4K=/mnt/a,16K=/mnt/b``: a real directory per block size (the VM's scratch file
+    # systems, one made at each block size); empty for a single directory
+    directories: dict[int, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -72,8 +81,9 @@ class FsTarget:
 
     @property
     def per_block_size(self) -> bool:
-        """A directory has its own block size; the others are mounted at each one."""
-        return self.spec.kind != "path"
+        """A directory has its own block size; the others (and a directory per block
+        size) are mounted at each one."""
+        return self.spec.kind != "path" or bool(self.directories)
 
     def describe(self) -> str:
         return self.spec.text
@@ -87,8 +97,12 @@ class FsTarget:
         handed to a factory as ``root`` (a new temporary one when not given).
         """
         if self.spec.kind == "path":
-            assert self.spec.path is not None
-            with directory_filesystem(self.spec.path) as dfs:
+            path = (self.spec.path if not self.directories or blocksize is None
+                    else self.directories.get(blocksize))
+            if path is None:
+                raise TargetError(f"{OPTION} {self.spec.text}: no directory at "
+                                  f"{format_size(blocksize or 0)} blocks")
+            with directory_filesystem(path) as dfs:
                 yield dfs
             return
         if blocksize is None:
@@ -153,6 +167,12 @@ def _reference_options(spec: TargetSpec, option: str) -> dict[str, Any]:
 def resolve_fs_target(text: str, option: str = OPTION) -> FsTarget:
     """Parse and check ``--folio-fs``; raise TargetError with one line on bad input
     (``option`` names where the text came from: the option, or its ini key)."""
+    per_size = parse_size_map(text, option)
+    if per_size is not None:
+        for path in per_size.values():
+            _check_directory(TargetSpec("path", str(path), path=path), option)
+        return FsTarget(TargetSpec("path", text.strip(), path=per_size[min(per_size)]),
+                        directories=per_size)
     spec = parse_target_spec(text, option)
     if spec.kind == "path":
         _check_directory(spec, option)

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from pathlib import Path
 from typing import Any
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
-from pytest_folio.targets.spec import TargetError, TargetSpec, parse_target_spec
+from pytest_folio.targets.spec import (
+    TargetError,
+    TargetSpec,
+    parse_size_map,
+    parse_target_spec,
+)
 
 OPTION = "--folio-mtd"
 
@@ -50,6 +56,9 @@ class MTDTarget:
 
     spec: TargetSpec
     knobs: dict[str, str] = dataclasses.field(default_factory=dict)
+    # ``4K=/dev/mtd0,16K=/dev/mtd1``: a real device per folio order (the VM's block2mtd
+    # on disks of those logical block sizes); empty for a single device
+    devices: dict[int, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -77,9 +86,11 @@ class MTDTarget:
                                   f"{format_size(PAGE_SIZE << folio_order)} folios: "
                                   f"{exc}") from None
         if self.kind == "path":
-            assert self.spec.path is not None
-            return open_mtd_char(self.spec.path, allow_destructive=allow_destructive,
-                                 exclusive=True)
+            path = self.spec.path if not self.devices else self.devices.get(folio_order)
+            if path is None:
+                raise TargetError(f"{OPTION} {self.label}: no device at "
+                                  f"{format_size(PAGE_SIZE << folio_order)} folios")
+            return open_mtd_char(path, allow_destructive=allow_destructive, exclusive=True)
         assert self.spec.factory is not None
         return call_factory(self.spec.factory, self.spec.text, size=size,
                             erasesize=erasesize, folio_order=folio_order)
@@ -112,6 +123,17 @@ def resolve_mtd_target(text: str, option: str = OPTION) -> MTDTarget:
     A real device is opened (read-only) and closed here, so a wrong path, a device in use
     or a missing driver stop the run before any test starts.
     """
+    per_size = parse_size_map(text, option)
+    if per_size is not None:
+        devices = {}
+        for folio_size, path in per_size.items():
+            if folio_size < PAGE_SIZE or folio_size & (folio_size - 1):
+                raise TargetError(f"{option}: {format_size(folio_size)} is not a folio size "
+                                  f"(a power of two from {format_size(PAGE_SIZE)})")
+            open_mtd_char(path).close()
+            devices[(folio_size // PAGE_SIZE).bit_length() - 1] = path
+        return MTDTarget(TargetSpec("path", text.strip(), path=devices[min(devices)]),
+                         devices=devices)
     spec = parse_target_spec(text, option)
     if spec.kind == "reference":
         return MTDTarget(spec, check_reference_knobs(spec.knobs, option))

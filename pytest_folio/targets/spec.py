@@ -16,10 +16,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_folio.sizes import parse_size
+
 ENTRY_POINT_GROUP = "pytest_folio.targets"
 
 _FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _NAME_RE = re.compile(r"^[A-Za-z_][\w.-]*$")
+_SIZE_MAP_RE = re.compile(r"^\d+[A-Za-z]*=")
 
 
 class TargetError(ValueError):
@@ -105,3 +108,24 @@ def parse_target_spec(text: str, option: str) -> TargetSpec:
     raise TargetError(
         f"{option}: unknown target {text!r}: expected reference[:knob=value,...], a path, "
         f"package.module:factory, or an entry-point name ({names})")
+
+
+def parse_size_map(text: str, option: str) -> dict[int, Path] | None:
+    """``4K=/dev/mtd0,16K=/dev/mtd1``: one real device or directory per size (a folio size
+    for ``--folio-mtd``, a block size for ``--folio-fs``), as ``python -m pytest_folio vm``
+    passes its per-size kernel devices; None when ``text`` is not of this form."""
+    if not _SIZE_MAP_RE.match(text.strip()):
+        return None
+    paths: dict[int, Path] = {}
+    for part in filter(None, text.strip().split(",")):
+        size, sep, path = part.partition("=")
+        try:
+            value = parse_size(size.strip())
+        except ValueError as exc:
+            raise TargetError(f"{option}: {part!r}: {exc}") from None
+        if not sep or not path.strip().startswith("/"):
+            raise TargetError(f"{option}: {part!r} is not of the form SIZE=/absolute/path")
+        if value in paths:
+            raise TargetError(f"{option}: size {size.strip()} given twice")
+        paths[value] = Path(path.strip())
+    return paths

@@ -1,11 +1,13 @@
 """The guest's first user space: a small cpio with busybox, the modules and an init script.
 
 The modules that reach the host's root (virtio, 9p) cannot come from that root, so they
-ride in the initramfs together with the device modules (brd, block2mtd) and a static
-busybox for insmod and mount. The init script mounts the host root read-only over 9p,
-puts tmpfs on /run (scratch space: TMPDIR, HOME), the writable results share, a
-bytecode share and a kernel ramfs under it, then runs the host's Python once, chrooted
-into the host root, and powers off. Lines starting with :data:`MARK` tell the host what happened.
+ride in the initramfs together with the device modules (virtio_blk, block2mtd, a file
+system's) and a static busybox for insmod and mount. The init script mounts the host root
+read-only over 9p, puts tmpfs on /run (scratch space: TMPDIR, HOME), the writable results
+share, a bytecode share and a kernel ramfs under it, attaches block2mtd to each MTD disk
+and mounts each file-system disk (disks found by their serial), then runs the host's
+Python once, chrooted into the host root, and powers off. Lines starting with
+:data:`MARK` tell the host what happened.
 """
 
 from __future__ import annotations
@@ -94,14 +96,83 @@ def directory(name: str) -> Entry:
 # --- the init script --------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
+class GuestDisk:
+    """A virtio disk as the guest sets it up: block2mtd on it as ``mtd``, or the file
+    system the host made on it mounted at ``mountpoint``."""
+
+    serial: str                # how the guest finds it (/sys/block/vdX/serial)
+    logical_block_size: int    # what its queue must say (else the kernel refused it)
+    mtd: str = ""              # "/dev/mtdN" that block2mtd must make on it
+    erasesize: int = 0
+    fstype: str = ""           # "xfs", "ext4": mounted at ``mountpoint`` in the guest
+    mountpoint: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class GuestJob:
     """What the guest does once it is up."""
 
     modules: list[str]              # names to insmod, in order (files in /lib/modules)
-    module_params: dict[str, str]   # name -> parameters for insmod (the geometry)
+    module_params: dict[str, str]   # name -> parameters for insmod
     cwd: str
     argv: list[str]                 # the one process to run, chrooted into the host root
     env: dict[str, str]
+    disks: list[GuestDisk] = dataclasses.field(default_factory=list)
+
+
+TRACING = "/sys/kernel/tracing"
+ADD_TO_PAGE_CACHE = f"{TRACING}/events/filemap/mm_filemap_add_to_page_cache"
+
+# Shell functions of the init script. disk: the vdX with this serial. folios: the folio
+# orders the page cache used reading a disk's first 256K, from the add_to_page_cache
+# tracepoint ("COUNTxORDER ..."); the bdev inode's number is its dev_t (ino in hex).
+_FUNCTIONS = f"""\
+disk() {{ for d in /sys/block/vd*; do [ "$(cat $d/serial 2>/dev/null)" = "$1" ] \\
+    && {{ echo "${{d##*/}}"; return; }}; done; }}
+folios() {{
+    [ -f {ADD_TO_PAGE_CACHE}/enable ] || {{ echo none; return; }}
+    echo > {TRACING}/trace; echo 1 > {ADD_TO_PAGE_CACHE}/enable
+    dd if=/dev/$1 of=/dev/null bs=65536 count=4 2>/dev/null
+    echo 0 > {ADD_TO_PAGE_CACHE}/enable
+    mm=$(cat /sys/block/$1/dev); ino=$(printf %x $(( (${{mm%:*}} << 20) | ${{mm#*:}} )))
+    grep " ino $ino " {TRACING}/trace | sed 's/.*order=\\([0-9]*\\).*/\\1/' | sort | uniq -c \\
+        | while read n o; do printf '%sx%s ' "$n" "$o"; done
+}}
+"""
+
+
+def disk_lines(disks: list[GuestDisk]) -> list[str]:
+    """Attach block2mtd to each MTD disk and mount each file-system disk; one MARK line
+    per device, read back from the guest's sysfs and /proc."""
+    q = shlex.quote
+    lines = [f"mount -t tracefs tracefs {TRACING} 2>/dev/null"]
+    for d in disks:
+        what = f"disk {d.serial} (logical block size {d.logical_block_size})"
+        lines += [
+            f"dev=$(disk {q(d.serial)}); [ -n \"$dev\" ] || fail \"no {what}: $(dmesg"
+            " | grep -i -e virtio_blk -e 'block size' | tail -n 1)\"",
+            f"lbs=$(cat /sys/block/$dev/queue/logical_block_size); "
+            f"[ \"$lbs\" = {d.logical_block_size} ] || fail \"/dev/$dev has logical block "
+            f"size $lbs, not {d.logical_block_size}\"",
+        ]
+        if d.mtd:
+            index = d.mtd.removeprefix("/dev/mtd")
+            lines += [
+                f"echo /dev/$dev,{d.erasesize} > /sys/module/block2mtd/parameters/block2mtd",
+                # the write returns 0 even when block2mtd refused: /proc/mtd tells
+                f"grep -q \"^mtd{index}: .*block2mtd: /dev/$dev\" /proc/mtd || fail "
+                f"\"block2mtd made no {d.mtd} on /dev/$dev: $(dmesg | tail -n 1)\"",
+                f"echo \"{MARK} mtd {d.mtd} /dev/$dev $lbs $(folios $dev)\"",
+            ]
+        else:
+            lines += [
+                f"mkdir -p /newroot{d.mountpoint}",
+                f"mount -t {d.fstype} /dev/$dev /newroot{d.mountpoint} || fail \"cannot "
+                f"mount the {d.fstype} on /dev/$dev: $(dmesg | tail -n 1)\"",
+                f"echo \"{MARK} fs {d.mountpoint} {d.fstype} /dev/$dev "
+                f"$(stat -f -c %S /newroot{d.mountpoint})\"",
+            ]
+    return lines
 
 
 def init_script(job: GuestJob) -> str:
@@ -111,6 +182,7 @@ def init_script(job: GuestJob) -> str:
         "#!/bin/sh",
         "export PATH=/bin",
         f"fail() {{ echo \"{MARK} error $*\"; sync; poweroff -f; }}",
+        _FUNCTIONS,
         "mount -t proc proc /proc; mount -t sysfs sysfs /sys",
         "mount -t devtmpfs devtmpfs /dev",
         f"echo \"{MARK} init\"",
@@ -136,11 +208,9 @@ def init_script(job: GuestJob) -> str:
         "mount -t devtmpfs devtmpfs /newroot/dev",
         "mkdir -p /newroot/dev/shm /newroot/dev/pts",
         "mount -t tmpfs tmpfs /newroot/dev/shm; mount -t devpts devpts /newroot/dev/pts",
-        "[ -c /dev/mtd0 ] || fail \"block2mtd made no /dev/mtd0 on /dev/ram0"
-        " (CONFIG_MTD_BLOCK2MTD, CONFIG_BLK_DEV_RAM): $(dmesg | grep -i -e mtd -e ram0"
-        " | tail -n 1)\"",
         f"echo \"{MARK} kernel $(dmesg | grep -m 1 'Linux version')\"",
-        f"echo \"{MARK} mtd $(dmesg | grep -m 1 'erase_size =')\"",
+        *disk_lines(job.disks),
+        f"echo \"{MARK} fs {GUEST_RAMFS} ramfs - $(stat -f -c %S /newroot{GUEST_RAMFS})\"",
         f"echo \"{MARK} start\"",
         "chroot /newroot /usr/bin/env -i "
         + " ".join(q(f"{k}={v}") for k, v in job.env.items())
@@ -162,7 +232,8 @@ def build_initramfs(busybox: Path, modules: list[tuple[str, bytes]], job: GuestJ
     entries.append(Entry("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1)))
     entries.append(Entry("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()))
     for applet in ("sh", "mount", "mkdir", "insmod", "dmesg", "grep", "tail", "chroot",
-                   "poweroff", "sync", "cat", "echo"):
+                   "poweroff", "sync", "cat", "echo", "dd", "printf", "sed", "sort", "uniq",
+                   "stat"):
         entries.append(Entry(f"bin/{applet}", stat.S_IFLNK | 0o777, b"busybox"))
     for name, data in modules:
         entries.append(Entry(f"lib/modules/{name}.ko", stat.S_IFREG | 0o644, data))

@@ -39,9 +39,10 @@ ROOT_MODULES = {
     "9p": "CONFIG_9P_FS",
 }
 DEVICE_MODULES = {
-    "brd": "CONFIG_BLK_DEV_RAM",
+    "virtio_blk": "CONFIG_VIRTIO_BLK",
     "block2mtd": "CONFIG_MTD_BLOCK2MTD",
 }
+FS_MODULES = {"xfs": "CONFIG_XFS_FS", "ext4": "CONFIG_EXT4_FS"}
 REQUIRED_MODULES = {**ROOT_MODULES, **DEVICE_MODULES}
 
 Progress = Callable[[str], None]

@@ -49,6 +49,16 @@ def kvm_usable(device: str = "/dev/kvm") -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class Disk:
+    """A raw image file as a virtio-blk disk of one logical (= physical) block size; the
+    guest finds it by its serial."""
+
+    path: Path
+    serial: str
+    logical_block_size: int = 512
+
+
+@dataclasses.dataclass(frozen=True)
 class Machine:
     """Everything qemu's command line is made of."""
 
@@ -61,6 +71,7 @@ class Machine:
     accel: str = "tcg"    # "kvm" or "tcg"
     root: str = "/"       # host directory shared read-only as the guest's root
     pycache: Path | None = None  # host directory shared writable for the guest's bytecode
+    disks: tuple[Disk, ...] = ()
 
 
 def qemu_command(qemu: str, m: Machine) -> list[str]:
@@ -86,6 +97,11 @@ def qemu_command(qemu: str, m: Machine) -> list[str]:
         "-fsdev", f"local,id=out,path={m.out},security_model=none",
         "-device", f"virtio-9p-pci,fsdev=out,mount_tag={OUT_TAG}",
         *shares,
+        *(arg for i, d in enumerate(m.disks) for arg in (
+            "-drive", f"file={d.path},if=none,id=disk{i},format=raw,cache=unsafe",
+            "-device", f"virtio-blk-pci,drive=disk{i},serial={d.serial},"
+                       f"logical_block_size={d.logical_block_size},"
+                       f"physical_block_size={d.logical_block_size}")),
     ]
 
 

@@ -1,10 +1,13 @@
 """``python -m pytest_folio vm [options] -- PYTEST-ARGS``: pytest against a real kernel.
 
-Prepares a kernel (the distribution's, cached, or ``--kernel``), builds the initramfs,
-boots it under qemu (KVM when it works, else TCG) and runs pytest inside with
-``--folio-mtd /dev/mtd0 --folio-fs <ramfs> --folio-allow-destructive`` plus the user's
-arguments. pytest's output streams through, its exit status is returned, and a
-``--folio-save`` file written in the guest is copied to where the user asked for it.
+Prepares a kernel (the distribution's, a Debian suite's, cached, or ``--kernel``), one
+disk per folio order of the run (logical block size PAGE_SIZE << order, block2mtd on it)
+and, with ``--fs xfs|ext4``, one scratch file system per block size, builds the
+initramfs, boots it under qemu (KVM when it works, else TCG) and runs pytest inside with
+``--folio-mtd=4K=/dev/mtd0,16K=/dev/mtd1,... --folio-fs=<ramfs or 4K=DIR,...>
+--folio-allow-destructive`` plus the user's arguments. pytest's output streams through,
+its exit status is returned, and a ``--folio-save`` file written in the guest is copied
+to where the user asked for it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,8 +29,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_folio.cli import CommandError
-from pytest_folio.options import check_mtd_geometry
-from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.model.ramfs import parse_block_size
+from pytest_folio.options import check_mtd_geometry, option_default, parse_order
+from pytest_folio.sizes import format_size, parse_list, parse_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.build import build_for_kernel, loaded_lines, substitute
 from pytest_folio.vm.initramfs import (
@@ -35,12 +42,14 @@ from pytest_folio.vm.initramfs import (
     GUEST_RUN,
     GUEST_TMP,
     MARK,
+    GuestDisk,
     GuestJob,
     build_initramfs,
     find_busybox,
 )
 from pytest_folio.vm.kernel import (
     DEBIAN_PREFIX,
+    FS_MODULES,
     REQUIRED_MODULES,
     Kernel,
     KernelCache,
@@ -55,6 +64,7 @@ from pytest_folio.vm.kernel import (
 from pytest_folio.vm.mtdtests import MODULES_ENV
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
+    Disk,
     Machine,
     find_qemu,
     kvm_usable,
@@ -65,7 +75,32 @@ from pytest_folio.vm.qemu import (
 WARMUP_TIMEOUT = 120.0
 KVM_BOOT_TIMEOUT = 15.0  # TCG reaches init in about 2 s here; a KVM guest that has not is hung
 GUEST_SAVE = f"{GUEST_OUT}/timings.json"
-MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the RAM disk
+MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the devices' page cache
+
+# A block device's page cache holds folios of its logical block size from Linux 6.15 on
+# (before, a logical block size above PAGE_SIZE is refused), and block devices take
+# logical blocks up to BLK_MAX_BLOCK_SIZE, 64K.
+LARGE_BDEV_FOLIOS = (6, 15)
+MAX_BDEV_ORDER = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class FsKind:
+    """A scratch file system the host makes on a disk image for ``--fs``."""
+
+    large_blocks: tuple[int, int]  # the first kernel mounting blocks > PAGE_SIZE
+    max_block: int
+    mkfs: tuple[str, ...]          # {bs} is the block size
+    package: str                   # where the mkfs tool comes from (named when missing)
+
+
+FILE_SYSTEMS = {
+    "xfs": FsKind((6, 12), 64 << 10, ("mkfs.xfs", "-q", "-f", "-b", "size={bs}"),
+                  "xfsprogs"),
+    "ext4": FsKind((6, 19), 64 << 10, ("mkfs.ext4", "-q", "-F", "-b", "{bs}"),
+                   "e2fsprogs"),
+}
+FS_DISK_SIZE = 512 << 20  # sparse; mkfs.xfs wants at least 300M
 
 # Host variables the guest's pytest should see; everything else is set fresh.
 PASSED_ENV = ("PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "LANG", "LC_ALL",
@@ -107,9 +142,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--modules", type=Path, metavar="DIR",
                         help="the module tree of --kernel (lib/modules/RELEASE, or an "
                              "INSTALL_MOD_PATH); without it the kernel must have virtio, "
-                             "9p, brd and block2mtd built in")
+                             "9p, virtio_blk and block2mtd built in")
     parser.add_argument("--mtd-size", type=_size, default=16 << 20, metavar="SIZE",
-                        help="RAM disk under block2mtd (default: 16M)")
+                        help="size of each disk under block2mtd, one per folio order of "
+                             "--folio-orders (default: 16M)")
+    parser.add_argument("--fs", choices=("ramfs", *FILE_SYSTEMS), default="ramfs",
+                        help="the file system --folio-fs points at: the kernel's ramfs, or "
+                             "one scratch xfs/ext4 per --folio-block-sizes size "
+                             "(default: ramfs)")
     parser.add_argument("--erasesize", type=_size, default=128 << 10, metavar="SIZE",
                         help="block2mtd eraseblock size (default: 128K)")
     parser.add_argument("--mem", type=_positive(int), default=1024, metavar="MIB",
@@ -151,6 +191,7 @@ class VMOptions:
     modules: Path | None
     mtd_size: int
     erasesize: int
+    fs: str
     mem_mib: int
     cpus: int
     timeout: float
@@ -181,7 +222,7 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         raise CommandError(str(exc)) from None
     if (args.mem << 20) < args.mtd_size + MIN_GUEST_MEM:
         raise CommandError(
-            f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} RAM disk "
+            f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} MTD device "
             f"(needs at least {(args.mtd_size + MIN_GUEST_MEM) >> 20} MiB)")
     for patch in getattr(args, "patch", []):
         if not patch.is_file():
@@ -194,7 +235,8 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         pytest_args = pytest_args[1:]
     return VMOptions(
         kernel=kernel, suite=suite, modules=args.modules, mtd_size=args.mtd_size,
-        erasesize=args.erasesize, mem_mib=args.mem, cpus=args.cpus, timeout=args.timeout,
+        erasesize=args.erasesize, fs=args.fs, mem_mib=args.mem, cpus=args.cpus,
+        timeout=args.timeout,
         accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
         dmesg=args.dmesg, pytest_args=pytest_args,
         patches=tuple(getattr(args, "patch", [])), driver=driver,
@@ -229,10 +271,51 @@ def split_save(pytest_args: list[str]) -> tuple[list[str], Path | None]:
     return out, save
 
 
+def run_option(pytest_args: list[str], option: str) -> str | None:
+    """The value the user gave a pytest option (the last one wins, as in pytest)."""
+    value = None
+    args = iter(pytest_args)
+    for arg in args:
+        if arg == "--":
+            break
+        if arg == option:
+            value = next(args, value)
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def run_list(pytest_args: list[str], option: str, parse: Any) -> tuple[list[int], bool]:
+    """The run's ``--folio-orders`` / ``--folio-block-sizes`` (parsed), and whether the
+    user gave them."""
+    given = run_option(pytest_args, option)
+    text = given if given is not None else option_default(option)
+    try:
+        values = [parse(v) for v in parse_list(str(text))]
+    except ValueError as exc:
+        raise CommandError(f"{option}: {exc}") from None
+    if not values:
+        raise CommandError(f"{option} needs at least one value")
+    return list(dict.fromkeys(values)), given is not None
+
+
+def kernel_version(release: str) -> tuple[int, int] | None:
+    """(major, minor) from a release string such as 7.2.13+deb14-amd64."""
+    match = re.match(r"(\d+)\.(\d+)", release)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def size_map(paths: dict[int, str]) -> str:
+    """``4K=/dev/mtd0,16K=/dev/mtd1``: the per-size spec --folio-mtd/--folio-fs take."""
+    return ",".join(f"{format_size(size)}={path}" for size, path in sorted(paths.items()))
+
+
 def guest_pytest_argv(python: str, pytest_args: list[str], mtd_size: int,
-                      erasesize: int) -> list[str]:
-    """pytest's command line in the guest: the kernel targets first, so the user's
-    own ``--folio-mtd``/``--folio-fs`` (later on the line) still win.
+                      erasesize: int, mtd: str = "/dev/mtd0", fs: str = GUEST_RAMFS,
+                      extra: list[str] | None = None) -> list[str]:
+    """pytest's command line in the guest: the kernel targets (``mtd``, ``fs``) and the
+    orders and block sizes they were made for (``extra``) first, so the user's own
+    options (later on the line) still win.
 
     The reference device gets the kernel device's geometry, so differential tests compare
     like with like. ``-p pytest_folio`` keeps the plugin when the user turned plugin
@@ -241,7 +324,7 @@ def guest_pytest_argv(python: str, pytest_args: list[str], mtd_size: int,
     # --opt=value: pytest takes a bare argument naming an existing path into its rootdir
     # guess, and /dev/mtd0 would make the rootdir "/".
     return [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
-            "--folio-mtd=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}",
+            f"--folio-mtd={mtd}", f"--folio-fs={fs}", *(extra or []),
             f"--folio-mtd-size={mtd_size}", f"--folio-erasesize={erasesize}",
             "--folio-allow-destructive", *pytest_args]
 
@@ -299,16 +382,32 @@ def warm_bytecode(argv: list[str], prefix: Path, environ: dict[str, str]) -> flo
     return time.monotonic() - start
 
 
-def module_params(opts: VMOptions) -> dict[str, str]:
-    """brd makes one RAM disk of mtd_size (rd_size is in KiB); block2mtd sits on it."""
-    return {"brd": f"rd_nr=1 rd_size={opts.mtd_size >> 10} max_part=0",
-            "block2mtd": f"block2mtd=/dev/ram0,{opts.erasesize}"}
+def device_lines(key: str, value: str) -> list[str]:
+    """What the guest's ``mtd``/``fs`` MARK lines say, as the lines the user reads.
 
-
-def kernel_cmdline(params: dict[str, str]) -> str:
-    """The boot line; built-in brd/block2mtd take their parameters from it as mod.param."""
-    builtin = " ".join(f"{mod}.{p}" for mod, ps in params.items() for p in ps.split())
-    return f"{BASE_CMDLINE} {builtin}"
+    mtd: ``/dev/mtdN /dev/vdX LBS [COUNTxORDER ...|none]``, the folio orders the page
+    cache used (filemap:mm_filemap_add_to_page_cache) while the guest read the disk.
+    fs: ``MOUNTPOINT TYPE DEVICE BLOCKSIZE``.
+    """
+    words = value.split()
+    if key == "fs":
+        where, fstype, device, bs = (words + ["?"] * 4)[:4]
+        on = f" on {device}" if device != "-" else ""
+        size = f" ({format_size(int(bs))})" if bs.isdigit() else ""
+        return [f"{where}: {fstype}{on}, block size {bs}{size}"]
+    mtd, device, lbs, *folios = (words + ["?"] * 3) if len(words) < 3 else words
+    size = format_size(int(lbs)) if lbs.isdigit() else "?"
+    lines = [f"{mtd}: block2mtd on {device}, logical block size {lbs} ({size} folios)"]
+    if folios == ["none"] or not folios:
+        lines.append(f"{device}: no filemap:mm_filemap_add_to_page_cache tracepoint to "
+                     "confirm the folio sizes")
+    else:
+        counts = [f.split("x") for f in folios if "x" in f]
+        seen = ", ".join(f"{n} of order {o} ({format_size(PAGE_SIZE << int(o))})"
+                         for n, o in counts if o.isdigit())
+        lines.append(f"{device}: the page cache added folios {seen} "
+                     "(filemap:mm_filemap_add_to_page_cache)")
+    return lines
 
 
 class Console:
@@ -327,8 +426,11 @@ class Console:
             key, _, value = line[len(MARK) + 1:].partition(" ")
             self.marks[key] = value
             self.mark_times[key] = time.monotonic() - self.started
-            if key in ("kernel", "mtd"):
+            if key == "kernel":
                 self.err.write(f"folio-vm: {value.strip()}\n")
+            elif key in ("mtd", "fs"):
+                for shown in device_lines(key, value):
+                    self.err.write(f"folio-vm: {shown}\n")
             if key == "start":
                 self.err.writelines(f"folio-vm: {line}\n" for line in self.on_start)
             self.err.flush()
@@ -390,28 +492,124 @@ class VMRun:
     def kvm_marker(self) -> Path:
         return self.cache.root / f"kvm-failed-{os.uname().release}"
 
+    def mtd_orders(self, release: str) -> list[int]:
+        """The folio orders to make MTD devices at: the run's, checked against what the
+        booted kernel can give a block device; a default list is cut to those."""
+        orders, given = run_list(self.opts.pytest_args, "--folio-orders", parse_order)
+        version = kernel_version(release)
+        large = version is None or version >= LARGE_BDEV_FOLIOS
+        cannot = [o for o in orders if o > MAX_BDEV_ORDER or (o > 0 and not large)]
+        if not cannot:
+            return orders
+        sizes = ", ".join(format_size(PAGE_SIZE << o) for o in cannot)
+        why = (f"block devices take logical blocks up to {format_size(PAGE_SIZE << MAX_BDEV_ORDER)}"
+               if large else "folios above PAGE_SIZE in a block device's page cache need "
+               f"Linux {'.'.join(map(str, LARGE_BDEV_FOLIOS))} or later")
+        if given:
+            raise VMError(f"kernel {release} cannot give block2mtd {sizes} folios ({why}); "
+                          "pass --folio-orders the kernel can give")
+        kept = [o for o in orders if o not in cannot] or [0]
+        self.progress(f"kernel {release}: no {sizes} folio devices ({why}); MTD devices "
+                      f"at {', '.join(format_size(PAGE_SIZE << o) for o in kept)} folios")
+        return kept
+
+    def fs_block_sizes(self, release: str) -> list[int]:
+        """The block sizes to make ``--fs`` file systems at; the others skipped, said why."""
+        sizes, _ = run_list(self.opts.pytest_args, "--folio-block-sizes", parse_block_size)
+        kind = FILE_SYSTEMS[self.opts.fs]
+        version = kernel_version(release)
+        kept = []
+        for bs in sizes:
+            if bs > kind.max_block:
+                why = f"{self.opts.fs} blocks are at most {format_size(kind.max_block)}"
+            elif bs > PAGE_SIZE and version is not None and version < kind.large_blocks:
+                why = (f"{self.opts.fs} blocks above PAGE_SIZE need Linux "
+                       f"{'.'.join(map(str, kind.large_blocks))} or later, not {release}")
+            else:
+                kept.append(bs)
+                continue
+            self.progress(f"{self.opts.fs} at {format_size(bs)} blocks: skipped ({why})")
+        if not kept:
+            raise VMError(f"no --folio-block-sizes size {self.opts.fs} can have on kernel "
+                          f"{release}")
+        return kept
+
+    def mtd_disks(self, work: Path, orders: list[int]) -> list[tuple[Disk, GuestDisk]]:
+        """One sparse image per folio order, its logical block size the folio size."""
+        disks = []
+        for index, order in enumerate(orders):
+            lbs = PAGE_SIZE << order
+            if self.opts.mtd_size % lbs:
+                raise VMError(f"--mtd-size {format_size(self.opts.mtd_size)} is not a "
+                              f"multiple of the {format_size(lbs)} logical block size")
+            image = work / f"mtd-{format_size(lbs)}.img"
+            with image.open("wb") as f:
+                f.truncate(self.opts.mtd_size)
+            serial = f"folio-mtd-{format_size(lbs)}"
+            disks.append((Disk(image, serial, lbs),
+                          GuestDisk(serial, lbs, mtd=f"/dev/mtd{index}",
+                                    erasesize=self.opts.erasesize)))
+        return disks
+
+    def fs_disks(self, work: Path, sizes: list[int]) -> list[tuple[Disk, GuestDisk]]:
+        """One sparse image per block size, the file system made on the host."""
+        if not sizes:
+            return []
+        kind = FILE_SYSTEMS[self.opts.fs]
+        tool = shutil.which(kind.mkfs[0], path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        if tool is None:
+            raise VMError(f"{kind.mkfs[0]} not found: install {kind.package} "
+                          f"(apt-get install {kind.package})")
+        disks = []
+        for bs in sizes:
+            image = work / f"{self.opts.fs}-{format_size(bs)}.img"
+            with image.open("wb") as f:
+                f.truncate(FS_DISK_SIZE)
+            cmd = [tool, *(a.format(bs=bs) for a in kind.mkfs[1:]), str(image)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                reason = _last(proc.stderr + proc.stdout) or f"exit status {proc.returncode}"
+                raise VMError(f"{shlex.join(cmd)} failed: {reason}")
+            serial = f"folio-{self.opts.fs}-{format_size(bs)}"
+            mountpoint = f"{GUEST_RUN}/{self.opts.fs}-{format_size(bs)}"
+            disks.append((Disk(image, serial, 512),
+                          GuestDisk(serial, 512, fstype=self.opts.fs, mountpoint=mountpoint)))
+        return disks
+
     def execute(self) -> int:
         qemu = find_qemu()
         busybox = find_busybox()
         kernel = self.kernel()
         image = bootable_image(kernel, self.cache, self.progress)
+        orders = self.mtd_orders(kernel.release)
+        sizes = self.fs_block_sizes(kernel.release) if self.opts.fs != "ramfs" else []
+        wanted = {**REQUIRED_MODULES}
+        if self.opts.fs in FS_MODULES:
+            wanted[self.opts.fs] = FS_MODULES[self.opts.fs]
         modules = []
         if kernel.modules is not None:
-            modules = ModuleTree(kernel.modules, kernel.release).load_order(
-                REQUIRED_MODULES, REQUIRED_MODULES)
+            modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
         env = guest_env(self.environ, self.out.isatty())
         if self.opts.patches or self.opts.driver or self.opts.mtd_tests:
             modules, self.loaded = self.built_modules(kernel, modules, env)
-        params = module_params(self.opts)
         pytest_args, save = split_save(self.opts.pytest_args)
-        job = GuestJob(
-            modules=[name for name, _ in modules], module_params=params, cwd=os.getcwd(),
-            argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
-                                   self.opts.erasesize),
-            env=env)
         with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
             work = Path(tmp)
             (work / "out").mkdir()
+            disks = self.mtd_disks(work, orders) + self.fs_disks(work, sizes)
+            guest = [g for _, g in disks]
+            mtd = size_map({g.logical_block_size: g.mtd for g in guest if g.mtd})
+            extra = [f"--folio-orders={','.join(map(str, orders))}"]
+            fs = GUEST_RAMFS
+            if sizes:
+                fs = size_map(dict(zip(sizes, (g.mountpoint for g in guest if g.fstype),
+                                       strict=True)))
+                extra.append(f"--folio-block-sizes={','.join(format_size(b) for b in sizes)}")
+            job = GuestJob(
+                modules=[name for name, _ in modules], module_params={}, cwd=os.getcwd(),
+                argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
+                                       self.opts.erasesize, mtd, fs, extra),
+                env=env, disks=guest)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
             pycache = self.cache.root / "pycache"
@@ -419,11 +617,13 @@ class VMRun:
             spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
                                   pycache, self.environ)
             self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
-            machine = Machine(image=image, initrd=initrd, cmdline=kernel_cmdline(params),
+            machine = Machine(image=image, initrd=initrd, cmdline=BASE_CMDLINE,
                               out=work / "out", mem_mib=self.opts.mem_mib,
-                              cpus=self.opts.cpus, pycache=pycache)
+                              cpus=self.opts.cpus, pycache=pycache,
+                              disks=tuple(d for d, _ in disks))
             self.progress(f"prepared kernel {kernel.release} ({image.name}, {len(modules)} "
-                          f"modules) in {time.monotonic() - self.clock:.1f} s")
+                          f"modules, {len(disks)} disks) in "
+                          f"{time.monotonic() - self.clock:.1f} s")
             status = self.boot(qemu, machine)
             self.collect(work / "out", save)
         return status

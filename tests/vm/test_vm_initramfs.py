@@ -14,6 +14,7 @@ from pytest_folio.vm import VMError, initramfs
 from pytest_folio.vm.initramfs import (
     MARK,
     Entry,
+    GuestDisk,
     GuestJob,
     build_initramfs,
     cpio_newc,
@@ -23,12 +24,15 @@ from pytest_folio.vm.initramfs import (
 
 
 def job(**changes: object) -> GuestJob:
-    base = dict(modules=["virtio", "9p", "brd", "mtd", "block2mtd"],
-                module_params={"brd": "rd_nr=1 rd_size=16384 max_part=0",
-                               "block2mtd": "block2mtd=/dev/ram0,131072"},
+    base = dict(modules=["virtio", "9p", "virtio_blk", "mtd", "block2mtd", "xfs"],
+                module_params={"virtio_blk": "poll_queues=0"},
                 cwd="/work/my project",
                 argv=["/usr/bin/python3", "-m", "pytest", "-k", "a and not b", "it's"],
-                env={"PATH": "/usr/bin:/bin", "HOME": "/run/folio/home"})
+                env={"PATH": "/usr/bin:/bin", "HOME": "/run/folio/home"},
+                disks=[GuestDisk("folio-mtd-4K", 4096, mtd="/dev/mtd0", erasesize=131072),
+                       GuestDisk("folio-mtd-16K", 16384, mtd="/dev/mtd1", erasesize=131072),
+                       GuestDisk("folio-xfs-16K", 512, fstype="xfs",
+                                 mountpoint="/run/folio/xfs-16K")])
     base.update(changes)
     return GuestJob(**base)  # type: ignore[arg-type]
 
@@ -62,13 +66,63 @@ def test_init_loads_modules_in_order_with_parameters() -> None:
     script = init_script(job())
     insmods = [ln.split()[1] for ln in script.splitlines() if ln.startswith("insmod")]
     assert insmods == [f"/lib/modules/{m}.ko" for m in job().modules]
-    assert "insmod /lib/modules/block2mtd.ko block2mtd=/dev/ram0,131072 ||" in script
-    assert "insmod /lib/modules/brd.ko rd_nr=1 rd_size=16384 max_part=0 ||" in script
+    assert "insmod /lib/modules/virtio_blk.ko poll_queues=0 ||" in script
     # the host root read-only, scratch space and the ramfs under /run, results share
     assert ",ro,cache=loose folioroot /newroot" in script
     assert "mount -t ramfs ramfs /newroot/run/folio/ramfs" in script
     assert "folioout /newroot/run/folio/out" in script
-    assert script.index("[ -c /dev/mtd0 ]") < script.index(f"{MARK} start")
+    assert script.index("/dev/mtd1 on /dev/$dev") < script.index(f"{MARK} start")
+
+
+def test_init_attaches_block2mtd_per_disk_and_mounts_each_file_system() -> None:
+    script = init_script(job())
+    attach = "echo /dev/$dev,131072 > /sys/module/block2mtd/parameters/block2mtd"
+    assert script.count(attach) == 2
+    assert 'grep -q "^mtd1: .*block2mtd: /dev/$dev" /proc/mtd || fail' in script
+    assert "mount -t xfs /dev/$dev /newroot/run/folio/xfs-16K || fail" in script
+    assert script.index("mount -t tmpfs -o mode=0755") < script.index("mount -t xfs")
+
+
+def fake_sysfs(tmp_path: Path, script: str) -> str:
+    """The init script's device functions pointed at a fake /sys and tracefs."""
+    block = tmp_path / "sys/block"
+    for name, serial, dev, lbs in (("vda", "folio-mtd-4K", "254:0", 4096),
+                                   ("vdb", "folio-mtd-16K", "254:16", 16384)):
+        (block / name / "queue").mkdir(parents=True)
+        (block / name / "serial").write_text(serial + "\n")
+        (block / name / "dev").write_text(dev + "\n")
+        (block / name / "queue/logical_block_size").write_text(f"{lbs}\n")
+    event = tmp_path / "tracing/events/filemap/mm_filemap_add_to_page_cache"
+    event.mkdir(parents=True)
+    (event / "enable").write_text("0\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # dd "reads" vdb: what the kernel's tracepoint would log, and a 9p file's folio
+    (bin_dir / "dd").write_text(
+        "#!/bin/sh\nt=" + str(tmp_path / "tracing/trace") + "\n" + "".join(
+            f"echo ' dd-9 [000] .. 1.0: mm_filemap_add_to_page_cache: dev 0:3 ino {ino} "
+            f"pfn=0x1 ofs={ofs} order={order}' >> $t\n"
+            for ino, ofs, order in (("fe00010", 0, 2), ("fe00010", 16384, 2),
+                                    ("fe00010", 32768, 4), ("2a", 0, 0))))
+    (bin_dir / "dd").chmod(0o755)
+    return (script.replace("/sys/block", str(block))
+            .replace(initramfs.TRACING, str(tmp_path / "tracing"))
+            .replace("export PATH=/bin", f"export PATH={bin_dir}:/usr/bin:/bin"))
+
+
+def test_disk_is_found_by_serial_and_folios_by_tracepoint(tmp_path: Path) -> None:
+    functions = fake_sysfs(tmp_path, "export PATH=/bin\n" + initramfs._FUNCTIONS)
+    out = subprocess.run(["sh", "-c", functions + "disk folio-mtd-16K; folios vdb"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n", 1) == ["vdb", "2x2 1x4 "]  # the 9p file's folio left out
+
+
+def test_folios_without_the_tracepoint_says_none(tmp_path: Path) -> None:
+    functions = fake_sysfs(tmp_path, "export PATH=/bin\n" + initramfs._FUNCTIONS)
+    (tmp_path / "tracing/events/filemap/mm_filemap_add_to_page_cache/enable").unlink()
+    out = subprocess.run(["sh", "-c", functions + "folios vdb"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout == "none\n"
 
 
 def test_init_script_is_valid_shell() -> None:
@@ -96,7 +150,7 @@ def test_init_failure_path_reports_one_marked_line(tmp_path: Path) -> None:
     """An insmod that fails prints the MARK error line and powers off (faked commands)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in {"insmod": "exit 1", "dmesg": "echo 'brd: unknown parameter'",
+    for name, body in {"insmod": "exit 1", "dmesg": "echo 'virtio: unknown parameter'",
                        "poweroff": "echo POWEROFF; exit 0", "mount": "exit 0",
                        "sync": "exit 0"}.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
@@ -107,7 +161,7 @@ def test_init_failure_path_reports_one_marked_line(tmp_path: Path) -> None:
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
     lines = out.stdout.splitlines()
     assert lines[0] == f"{MARK} init"
-    assert lines[1] == f"{MARK} error insmod virtio failed: brd: unknown parameter"
+    assert lines[1] == f"{MARK} error insmod virtio failed: virtio: unknown parameter"
     assert lines[2:] == ["POWEROFF"]
 
 

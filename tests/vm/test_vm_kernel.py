@@ -256,7 +256,7 @@ def full_tree(tmp_path: Path, overrides: dict[str, bytes | None] | None = None
         "kernel/net/9p/9pnet_virtio.ko.xz": lzma.compress(module("9pnet,virtio_ring,virtio")),
         "kernel/fs/9p/9p.ko": module("9pnet,netfs"),
         "kernel/fs/netfs/netfs.ko": module(),
-        "kernel/drivers/block/brd.ko": module(),
+        "kernel/drivers/block/virtio_blk.ko": module("virtio,virtio_ring"),
         "kernel/drivers/mtd/mtd.ko": module(),
         "kernel/drivers/mtd/devices/block2mtd.ko": module("mtd"),
     }
@@ -271,7 +271,7 @@ def full_tree(tmp_path: Path, overrides: dict[str, bytes | None] | None = None
 def test_load_order_puts_dependencies_first(tmp_path: Path) -> None:
     order = [name for name, _ in full_tree(tmp_path).load_order(REQUIRED_MODULES)]
     assert sorted(order) == sorted(["virtio_ring", "virtio", "virtio_pci", "9pnet",
-                                    "9pnet_virtio", "9p", "brd", "mtd", "block2mtd"])
+                                    "9pnet_virtio", "9p", "virtio_blk", "mtd", "block2mtd"])
     for before, after in [("virtio_ring", "virtio"), ("virtio", "virtio_pci"),
                           ("9pnet", "9pnet_virtio"), ("9pnet", "9p"), ("mtd", "block2mtd")]:
         assert order.index(before) < order.index(after)
@@ -298,9 +298,10 @@ def test_kernel_without_9p_dependency_says_who_needs_it(tmp_path: Path) -> None:
 
 def test_module_for_another_kernel_is_refused(tmp_path: Path) -> None:
     tree = full_tree(tmp_path,
-                     {"kernel/drivers/block/brd.ko": module(vermagic="5.10.0 SMP")})
-    with pytest.raises(VMError, match=r"brd\.ko is for kernel 5\.10\.0, not 6\.1\.0-test"):
-        tree.load_order(["brd"])
+                     {"kernel/drivers/block/virtio_blk.ko": module(vermagic="5.10.0 SMP")})
+    with pytest.raises(VMError, match=r"virtio_blk\.ko is for kernel 5\.10\.0, not "
+                                      r"6\.1\.0-test"):
+        tree.load_order(["virtio_blk"])
 
 
 # --- debian:SUITE through a private apt configuration ----------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.vm import VMError, qemu
-from pytest_folio.vm.qemu import Machine, find_qemu, kvm_usable, qemu_command, run_guest
+from pytest_folio.vm.qemu import Disk, Machine, find_qemu, kvm_usable, qemu_command, run_guest
 
 
 def machine(tmp_path: Path, accel: str = "tcg") -> Machine:
@@ -45,6 +45,18 @@ def test_bytecode_share_is_optional(tmp_path: Path) -> None:
     cmd = qemu_command("qemu", dataclasses.replace(machine(tmp_path), pycache=tmp_path / "pyc"))
     assert option(cmd, "-fsdev")[2] == f"local,id=pyc,path={tmp_path / 'pyc'},security_model=none"
     assert option(cmd, "-device")[2] == "virtio-9p-pci,fsdev=pyc,mount_tag=foliopyc"
+
+
+def test_each_disk_is_virtio_blk_with_its_block_size_and_serial(tmp_path: Path) -> None:
+    disks = (Disk(tmp_path / "a.img", "folio-mtd-16K", 16384), Disk(tmp_path / "b.img", "x"))
+    cmd = qemu_command("qemu", dataclasses.replace(machine(tmp_path), disks=disks))
+    assert option(cmd, "-drive") == [
+        f"file={tmp_path / 'a.img'},if=none,id=disk0,format=raw,cache=unsafe",
+        f"file={tmp_path / 'b.img'},if=none,id=disk1,format=raw,cache=unsafe"]
+    assert option(cmd, "-device")[2:] == [
+        "virtio-blk-pci,drive=disk0,serial=folio-mtd-16K,logical_block_size=16384,"
+        "physical_block_size=16384",
+        "virtio-blk-pci,drive=disk1,serial=x,logical_block_size=512,physical_block_size=512"]
 
 
 def test_kvm_command_line(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -17,9 +18,10 @@ from pytest_folio.cli import main
 from pytest_folio.vm import EXIT_VM_ERROR, runner
 from pytest_folio.vm.initramfs import GUEST_RAMFS
 from pytest_folio.vm.runner import (
+    device_lines,
     guest_env,
     guest_pytest_argv,
-    kernel_cmdline,
+    kernel_version,
     split_save,
     warm_bytecode,
     warmup_argv,
@@ -55,7 +57,8 @@ if mode == "hang":
     say("suites/test_mtd_stress.py ...")
     time.sleep(60)
 say("@@folio-vm kernel [    0.000000] Linux version 6.1.0-fake (gcc) #1 SMP")
-say("@@folio-vm mtd [    1.8] block2mtd: mtd0: [/dev/ram0] erase_size = 128KiB [131072]")
+say("@@folio-vm mtd /dev/mtd0 /dev/vda 4096 64x0 ")
+say("@@folio-vm fs /run/folio/ramfs ramfs - 4096")
 say("@@folio-vm start")
 say("ARGV " + chroot)
 say("=== 1 failed, 2 passed in 0.10s ===")
@@ -108,12 +111,17 @@ def test_run_streams_output_and_returns_pytest_status(fake: Path,
     assert inner[:3] == ["cd", str(fake), "&&"]
     assert inner[inner.index("exec") + 1:] == [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
-        "--folio-mtd=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}", "--folio-mtd-size=16777216",
-        "--folio-erasesize=131072", "--folio-allow-destructive",
+        "--folio-mtd=4K=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}", "--folio-orders=0",
+        "--folio-mtd-size=16777216", "--folio-erasesize=131072", "--folio-allow-destructive",
         "-k", "not slow", "--folio-save=/run/folio/out/timings.json"]
     assert "reboot" not in out  # the console after the exit mark is not pytest's
     assert "folio-vm: [    0.000000] Linux version 6.1.0-fake" in err
-    assert "block2mtd: mtd0: [/dev/ram0] erase_size = 128KiB [131072]" in err
+    assert "folio-vm: /dev/mtd0: block2mtd on /dev/vda, logical block size 4096 (4K folios)" \
+        in err
+    assert "folio-vm: /run/folio/ramfs: ramfs, block size 4096 (4K)" in err
+    # 6.1 gives block devices 4K folios only: the default orders are cut, and said so
+    assert ("folio-vm: kernel 6.1.0-test: no 16K, 64K folio devices (folios above PAGE_SIZE "
+            "in a block device's page cache need Linux 6.15 or later)") in err
     assert "booting under TCG" in err
     assert "guest kernel log has 1 warning line(s)" in err
     assert json.loads((fake / "runs" / "base.json").read_text()) == {"format": "fake"}
@@ -214,7 +222,8 @@ def test_kernel_without_block2mtd(fake: Path, capsys: pytest.CaptureFixture[str]
     (["--mtd-size", "1M", "--erasesize", "384K"], "erasesize 384K does not divide"),
     (["--mtd-size", "lots"], "argument --mtd-size: not a size: 'lots'"),
     (["--mem", "0"], "argument --mem: must be positive: '0'"),
-    (["--mem", "256"], "--mem 256 is too small for a 16M RAM disk (needs at least 400 MiB)"),
+    (["--mem", "256"], "--mem 256 is too small for a 16M MTD device (needs at least 400 MiB)"),
+    (["--fs", "btrfs"], "argument --fs: invalid choice: 'btrfs'"),
     (["--timeout", "soon"], "argument --timeout: not a number: 'soon'"),
     (["--accel", "hvf"], "argument --accel: invalid choice: 'hvf'"),
 ])
@@ -279,10 +288,62 @@ def test_guest_env_is_fresh_but_keeps_the_interpreter_setup() -> None:
     assert guest_env({}, colors=False)["PY_COLORS"] == "0"
 
 
-def test_kernel_cmdline_carries_builtin_parameters() -> None:
-    line = kernel_cmdline({"brd": "rd_nr=1 rd_size=4096", "block2mtd": "block2mtd=/dev/ram0,65536"})
-    assert "console=ttyS0" in line and "panic=-1" in line
-    assert line.endswith("brd.rd_nr=1 brd.rd_size=4096 block2mtd.block2mtd=/dev/ram0,65536")
+def test_an_order_the_kernel_cannot_give_is_refused_in_one_line(
+        fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert vm(fake, "--", "--folio-orders=0,2") == EXIT_VM_ERROR
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == ("python -m pytest_folio vm: error: kernel 6.1.0-test cannot give "
+                       "block2mtd 16K folios (folios above PAGE_SIZE in a block device's "
+                       "page cache need Linux 6.15 or later); pass --folio-orders the kernel "
+                       "can give")
+    assert not (fake / "qemu.pid").exists()  # refused before booting
+
+
+def test_one_disk_per_folio_order_on_a_new_kernel(fake: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
+    vm(fake, "--mtd-size", "4M", "--", "--folio-orders", "0,2,4")
+    out = capsys.readouterr().out
+    assert "--folio-mtd=4K=/dev/mtd0,16K=/dev/mtd1,64K=/dev/mtd2" in out
+    assert "--folio-orders=0,2,4" in out
+
+
+def test_order_above_64k_is_refused_on_any_kernel(fake: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
+    assert vm(fake, "--", "--folio-orders=0,5") == EXIT_VM_ERROR
+    assert "cannot give block2mtd 128K folios (block devices take logical blocks up to " \
+        "64K)" in capsys.readouterr().err
+
+
+def test_xfs_block_sizes_the_kernel_cannot_mount_are_skipped(
+        fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("mkfs.xfs", path="/usr/sbin:/sbin:/usr/bin:/bin") is None:
+        pytest.skip("needs mkfs.xfs (xfsprogs)")
+    (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
+    vm(fake, "--fs", "xfs", "--", "--folio-block-sizes=4k,64k,2M")
+    out, err = capsys.readouterr()
+    assert "folio-vm: xfs at 2M blocks: skipped (xfs blocks are at most 64K)" in err
+    assert ("--folio-fs=4K=/run/folio/xfs-4K,64K=/run/folio/xfs-64K" in out
+            and "--folio-block-sizes=4K,64K" in out)
+
+
+def test_device_lines_read_like_the_spec() -> None:
+    assert device_lines("mtd", "/dev/mtd1 /dev/vdb 16384 16x2 16x4 ") == [
+        "/dev/mtd1: block2mtd on /dev/vdb, logical block size 16384 (16K folios)",
+        "/dev/vdb: the page cache added folios 16 of order 2 (16K), 16 of order 4 (64K) "
+        "(filemap:mm_filemap_add_to_page_cache)"]
+    assert device_lines("mtd", "/dev/mtd0 /dev/vda 4096 none")[1] == (
+        "/dev/vda: no filemap:mm_filemap_add_to_page_cache tracepoint to confirm the "
+        "folio sizes")
+    assert device_lines("fs", "/run/folio/xfs-16K xfs /dev/vde 16384") == [
+        "/run/folio/xfs-16K: xfs on /dev/vde, block size 16384 (16K)"]
+
+
+def test_kernel_version_from_release() -> None:
+    assert kernel_version("7.2.13+deb14-amd64") == (7, 2)
+    assert kernel_version("6.1.0-57-amd64") == (6, 1)
+    assert kernel_version("unknown") is None
 
 
 def test_help_mentions_pytest_args(capsys: pytest.CaptureFixture[str]) -> None:
