@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_folio.fixtures.fs import fs_target
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import Ramfs
@@ -279,3 +280,20 @@ def test_reference_matches_the_kernel(kind: str, features: str, ref_block_size: 
         # A disk file system's writeback zeroes the part of the EOF page past EOF
         # (msync writes it back), where ramfs and tmpfs keep what a mapping wrote there.
         run_both(reference, real, seed, clip_mapped_writes=kind == "disk")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reference_matches_the_kernel_fs_at_each_block_size(
+        block_size: int, seed: int, request: pytest.FixtureRequest) -> None:
+    """The reference ramfs at each block size against a kernel file system made at that
+    block size (``--folio-fs=4K=DIR,16K=DIR,...``: ``python -m pytest_folio vm --fs=xfs``
+    makes one per ``--folio-block-sizes`` size, above the page size included)."""
+    target = fs_target(request.config)
+    if not target.directories:
+        pytest.skip("needs a kernel file system per block size: --folio-fs=4K=DIR,16K=DIR,..."
+                    " (python -m pytest_folio vm --fs=xfs)")
+    with target.mount(block_size) as real:
+        assert real.blocksize == block_size
+        features = "full" if "collapse_range" in real.features else "default"
+        reference = Ramfs(blocksize=block_size, features=features, memory=64 << 20)
+        run_both(reference, real, seed, clip_mapped_writes=True)

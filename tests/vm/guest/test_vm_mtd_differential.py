@@ -3,9 +3,9 @@ bytes, geometry and errnos.
 
 Meaningful only against a real block2mtd (``--folio-mtd /dev/mtdN`` naming one, with
 ``--folio-allow-destructive``): ``python -m pytest_folio vm`` runs it that way; elsewhere
-it skips and says so. The reference runs at every ``--folio-orders`` folio size, the
-kernel's device (on brd, 512-byte logical blocks) once per size, so each folio size of the
-model is held to the same kernel behaviour.
+it skips and says so. The reference runs at every ``--folio-orders`` folio size against the
+kernel's device of that folio size (``--folio-mtd=4K=/dev/mtd0,16K=/dev/mtd1,...``: block2mtd
+on a disk of that logical block size), or against the one kernel device given.
 """
 
 from __future__ import annotations
