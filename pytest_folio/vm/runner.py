@@ -156,8 +156,10 @@ def register(subparsers: Any) -> None:
                         help="guest memory in MiB (default: 1024)")
     parser.add_argument("--cpus", type=_positive(int), default=min(os.cpu_count() or 1, 4),
                         help="guest CPUs (default: the host's, at most 4)")
-    parser.add_argument("--timeout", type=_positive(float), default=900.0, metavar="S",
-                        help="kill the guest after S seconds (default: 900)")
+    parser.add_argument("--timeout", type=_positive(float), default=3600.0, metavar="S",
+                        help="kill the guest after S seconds (default: 3600; the whole "
+                             "ready-made suites at three folio and block sizes take tens of "
+                             "minutes under TCG on a loaded host)")
     parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto",
                         help="auto: KVM when /dev/kvm works, falling back to TCG when a KVM "
                              "guest fails or hangs before init (default: auto)")
