@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import errno
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Protocol, cast
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.folio import (
@@ -427,12 +427,52 @@ class AddressSpace:
 
     def filemap_read(self, pos: int, length: int) -> bytes:
         """``length`` bytes at ``pos`` through the cache; misses are read ahead with
-        growing folio order. The caller clamps to its file size."""
+        growing folio order. The caller clamps to its file size.
+
+        The usual cases take no loop over folios in Python but one that marks them
+        accessed: the whole read inside one cached folio, or, over four or more folios,
+        every page cached and uptodate in folios of the minimum order, gathered as one
+        batch (as filemap_get_read_batch fills a folio_batch) whose lookups and copy run
+        in C."""
         if pos < 0:
             raise OSError(errno.EINVAL, f"filemap_read at negative position {pos}")
         if length <= 0:
             return b""
         end = pos + length
+        folios = self._folios
+        folio = folios.get(pos >> PAGE_SHIFT & self._min_mask)
+        if folio is not None and folio.uptodate and end <= folio.pos + folio.size:
+            folio.referenced = True        # all in one folio: no batch to gather
+            stats = self.stats
+            stats.folio_lookups += 1
+            stats.bytes_copied += length
+            offset = pos - folio.pos
+            return bytes(folio.data[offset:offset + length])
+        if length >> PAGE_SHIFT >> self._min_order < 4:
+            return self._filemap_read_folios(pos, end)   # a few folios: a loop is cheaper
+        # Folios starting at every minimum-order index of the range; a None (a page not
+        # cached in a folio of the minimum order) fails the uptodate test below.
+        batch = cast("list[Folio]", list(map(folios.get, range(
+            pos >> PAGE_SHIFT & self._min_mask, ((end - 1) >> PAGE_SHIFT) + 1,
+            1 << self._min_order))))
+        try:
+            for folio in batch:
+                if not folio.uptodate:
+                    return self._filemap_read_folios(pos, end)
+                folio.referenced = True
+        except AttributeError:
+            return self._filemap_read_folios(pos, end)
+        stats = self.stats
+        stats.folio_lookups += len(batch)
+        stats.bytes_copied += length
+        views = [folio.data for folio in batch]
+        views[-1] = views[-1][:end - batch[-1].pos]       # both ends may be partial
+        views[0] = views[0][pos - batch[0].pos:]
+        return b"".join(views)
+
+    def _filemap_read_folios(self, pos: int, end: int) -> bytes:
+        """filemap_read folio by folio: misses, larger folios, folios not uptodate."""
+        length = end - pos
         folios = self._folios
         chunks = []
         index = pos >> PAGE_SHIFT

@@ -189,6 +189,26 @@ def test_read_mapping_folio_reads_once_through_a_ops() -> None:
     assert mapping.stats.read_folio == 1
 
 
+def test_a_read_over_many_cached_folios_counts_and_marks_each_one() -> None:
+    mapping, _ = make_mapping(1, 1)
+    data = bytes(range(256)) * 256                      # 64 KiB: eight order-1 folios
+    mapping.generic_perform_write(0, data)
+    for folio in mapping.folios():
+        folio.referenced = False
+    before = mapping.stats.snapshot()
+    assert mapping.filemap_read(100, len(data) - 200) == data[100:-100]
+    assert mapping.stats.delta(before) == {"folio_lookups": 8, "bytes_copied": len(data) - 200}
+    assert all(folio.referenced for folio in mapping.folios())
+
+
+def test_a_read_over_a_hole_among_cached_folios_reads_the_hole_as_zeros() -> None:
+    mapping, _ = make_mapping(0, 0)
+    mapping.generic_perform_write(0, b"a" * pages(3))
+    mapping.generic_perform_write(pages(4), b"b" * pages(3))
+    assert mapping.filemap_read(0, pages(7)) == (
+        b"a" * pages(3) + bytes(pages(1)) + b"b" * pages(3))
+
+
 def test_partial_write_reads_the_folio_first_full_write_does_not() -> None:
     mapping, ops = make_mapping(2, 2)
     ops.store[:pages(8)] = b"s" * pages(8)
