@@ -13,8 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from pytest_folio.timing.meta import package_version
+
 # "module:function" of each subcommand's register(subparsers), imported when needed.
 COMMANDS = [
+    "pytest_folio.timing.commands:register_show",
     "pytest_folio.timing.commands:register_compare",
     "pytest_folio.timing.commands:register_bandwidth",
     "pytest_folio.vm.runner:register",
@@ -36,8 +39,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_folio",
-                     description="pytest-folio's tools: compare saved runs, print "
-                                 "bandwidth tables, run the suites inside a VM.")
+                     description="pytest-folio's tools: show and compare saved runs, "
+                                 "print bandwidth tables, run the suites inside a VM.")
+    parser.add_argument("--version", action="version",
+                        version=f"pytest-folio {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=_Parser)
     for entry in COMMANDS:

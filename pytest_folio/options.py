@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,6 +50,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "string"),
     ("--folio-seed", "the run's seed for every random suite (default: chosen once per run "
      "and printed in the header)", None, "string"),
+    ("--folio-autosave", "save this run's timings, numbered, under .folio/ in the rootdir",
+     None, "bool"),
 ]
 
 
@@ -166,11 +169,19 @@ class FolioSettings:
     def source(self, option: str) -> str:
         """The option as the user gave it: its name, or ``ini key folio_x``."""
         return self.sources.get(option, option)
+    autosave: bool = False
 
     @property
     def fsx_seed(self) -> int:
         """The fsx suite's seed: the run's :attr:`seed` (``--folio-fsx-seed`` is its alias)."""
         return self.seed
+
+
+def _save_path(text: str) -> Path:
+    """A file to save timings to; ``DIR/`` names a directory (Path would drop the slash)."""
+    if text.endswith(("/", os.sep)):
+        raise ValueError(f"{text}: names a directory; give a file name ({text}run.json)")
+    return Path(text)
 
 
 def _seed(given: GivenValues, chosen: int | None) -> int:
@@ -325,10 +336,11 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         seed=seed,
         fsx_replay=fsx_replay,
         fsx_dir=fsx_dir,
-        save=given.parse("--folio-save", Path),
+        save=given.parse("--folio-save", _save_path),
         compare=given.parse("--folio-compare", Path),
         compare_fail=compare_fail,
         sources=dict(given.sources),
+        autosave=given.flag("--folio-autosave"),
     )
 
 

@@ -141,15 +141,14 @@ class _MTDSuite:
 
 
 class MTDSpeedSuite(_MTDSuite):
-    """mtd_speedtest: each row is announced as a Measurement and printed as a table."""
+    """mtd_speedtest: each row is announced as a Measurement (the end-of-run table)."""
 
     # samples per row (the median is reported); the timing collector's Mann-Whitney test
     # needs at least 4 a side to call a change significant (p < 0.05)
     speed_passes: ClassVar[int] = 5
     speed_count: ClassVar[int] = 0    # eraseblocks to use (0: all), as the module's count
 
-    def test_speed(self, mtd_device: MTDDevice, request: pytest.FixtureRequest,
-                   capsys: pytest.CaptureFixture[str]) -> None:
+    def test_speed(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         config = request.config
         require_destructive(mtd_device, config)
         with self._running(request, "mtd_speedtest", rerun=True) as say:
@@ -162,10 +161,12 @@ class MTDSpeedSuite(_MTDSuite):
         for result in results:
             config.hook.pytest_folio_measurement(
                 item=item, measurement=result.to_measurement(params, target))
+        # the rows reach the end-of-run table through the collector; the kernel-style
+        # table is the test's report section (-rP), not printed around the progress line
         title = f"mtd_speedtest: {mtd_device.name}" + (
             f" [{params['folio']}]" if params else "")
-        with capsys.disabled():
-            print("\n" + "\n".join([title, *format_results(results)]))
+        item.add_report_section("call", "mtd_speedtest table",
+                                "\n".join([title, *format_results(results)]))
 
 
 class MTDReadSuite(_MTDSuite):

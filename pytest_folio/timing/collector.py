@@ -10,7 +10,7 @@ At the end the controller writes the JSON once, atomically, and prints the compa
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import socket
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from pytest_folio.measurement import Measurement
-from pytest_folio.options import FolioSettings
-from pytest_folio.timing import table
+from pytest_folio.timing import columns, meta, table
+from pytest_folio.timing.autosave import autosave, resolve
 from pytest_folio.timing.compare import Comparison, Row, compare_runs
 from pytest_folio.timing.machine import machine_facts, xdist_worker_count
 from pytest_folio.timing.storage import (
@@ -27,6 +27,7 @@ from pytest_folio.timing.storage import (
     TimingFileError,
     TimingRun,
     check_samples,
+    check_save_path,
     load_run,
     save_run,
 )
@@ -37,20 +38,30 @@ _PENDING = pytest.StashKey[list[dict[str, Any]]]()
 _COUNT = pytest.StashKey[int]()
 
 
-def _check_save_path(path: Path) -> None:
-    if path.is_dir():
-        raise pytest.UsageError(f"--folio-save {path}: is a directory")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise pytest.UsageError(f"--folio-save {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise pytest.UsageError(f"--folio-save {path}: directory {parent} is not writable")
+@dataclasses.dataclass(frozen=True)
+class TimingOptions:
+    """What the collector is asked to do, as plain values (it reads no plugin options)."""
+
+    save: Path | None = None
+    compare: str | None = None          # a file, or a run number or name in ``storage``
+    compare_fail: float | None = None
+    autosave: bool = False
+    storage: Path = Path(".folio")
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # saved as is
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def measures_machine(self) -> bool:
+        return self.save is not None or self.compare is not None or self.autosave
+
+
+def interrupted_path(path: Path) -> Path:
+    """Where an interrupted run goes instead of ``path``: beside it, never over it."""
+    return path.with_name(f"{path.stem}.interrupted{path.suffix or '.json'}")
 
 
 def _title(row: Row) -> str:
     return f"{row.name} {row.label}" if row.label else row.name
-
-
 class XdistHosts:
     """Tells every worker the controller's host name, so remote ones report theirs."""
 
@@ -64,9 +75,9 @@ class XdistHosts:
 class TimingCollector:
     """One per process; only the controller (or a serial run) keeps and saves records."""
 
-    def __init__(self, config: pytest.Config, settings: FolioSettings) -> None:
+    def __init__(self, config: pytest.Config, options: TimingOptions) -> None:
         self.config = config
-        self.settings = settings
+        self.options = options
         workerinput: dict[str, Any] = getattr(config, "workerinput", {})
         self.workerid: str = workerinput.get("workerid", "")
         self.is_worker = bool(self.workerid)
@@ -78,35 +89,45 @@ class TimingCollector:
         self.order: dict[str, int] = {}
         self.received: list[tuple[int, int, dict[str, Any]]] = []
         self.base: TimingRun | None = None
+        self.base_path: Path | None = None
         self.machine: dict[str, Any] = {}
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
         self.untested: list[str] = []
-        self.save_error = ""
+        self.doubts: list[str] = []
+        self.notes: list[str] = []          # what was saved where, or why not
+        self.save_failed = False
+        self.final: TimingRun | None = None
         if self.is_worker:
             return
-        if settings.compare_fail is not None and settings.compare is None:
+        if options.compare_fail is not None and options.compare is None:
             raise pytest.UsageError("--folio-compare-fail needs --folio-compare BASE.json")
-        if settings.save is not None:
-            _check_save_path(settings.save)
-        if settings.compare is not None:
+        if options.save is not None:
             try:
-                self.base = load_run(settings.compare)
+                check_save_path(options.save)
+            except TimingFileError as exc:
+                raise pytest.UsageError(f"--folio-save {exc}") from None
+        if options.compare is not None:
+            try:
+                self.base_path = resolve(options.compare, options.storage)
+                self.base = load_run(self.base_path)
             except TimingFileError as exc:
                 raise pytest.UsageError(f"--folio-compare: {exc}") from None
-        self.machine = machine_facts(xdist_worker_count(config))
+        if options.measures_machine:
+            self.machine = machine_facts(xdist_worker_count(config))
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        if self.is_worker:
+        if self.is_worker or not self.options.measures_machine:
             return []
-        s = self.settings
+        o = self.options
         parts = [f"memcpy {self.machine.get('memcpy_gbps')} GB/s"]
-        if s.save is not None:
-            parts.append(f"saving to {s.save}")
+        if o.save is not None:
+            parts.append(f"saving to {o.save}")
+        if o.autosave:
+            parts.append(f"autosaving under {o.storage}")
         if self.base is not None:
-            parts.append(f"comparing against {s.compare} ({len(self.base.records)} "
-                         f"measurements, {self.base.created or 'undated'}, host "
-                         f"{self.base.machine.get('host', '?')})")
+            parts.append(f"comparing against {self.base_path} ({len(self.base.records)} "
+                         f"measurements, {meta.describe(self.base)})")
         return ["folio timing: " + "; ".join(parts)]
 
     # -- where the tests run ------------------------------------------------------------
@@ -158,29 +179,48 @@ class TimingCollector:
     def run(self) -> TimingRun:
         """Everything received, in collection order whatever the scheduling was."""
         records = [Record.from_dict(d) for *_, d in sorted(self.received, key=lambda t: t[:2])]
-        s = self.settings
-        return TimingRun(records=records, machine=self.machine, hosts=self.hosts, settings={
-            "orders": list(s.orders), "block_sizes": list(s.block_sizes), "mtd": s.mtd,
-            "fs": s.fs, "mtd_size": s.mtd_size, "erasesize": s.erasesize,
-        })
+        return TimingRun(records=records, machine=self.machine, hosts=self.hosts,
+                         settings=dict(self.options.settings), meta=dict(self.options.meta))
+
+    def _save(self, run: TimingRun, session: pytest.Session) -> None:
+        """Write the run where it was asked for; an interrupted run never replaces a file
+        (it goes beside it); a failure to write is one line and fails the run."""
+        o = self.options
+        where: Path | None = None
+        try:
+            if o.save is not None:
+                path = where = o.save if run.complete else interrupted_path(o.save)
+                save_run(run, path)
+                self.notes.append(f"saved {len(run.records)} measurements to {path}"
+                                  if run.complete else
+                                  f"the run was interrupted: its {len(run.records)} "
+                                  f"measurements went to {path}, not {o.save}")
+            if o.autosave:
+                where = o.storage
+                if run.complete:
+                    path = autosave(run, o.storage)
+                    self.notes.append(f"saved {len(run.records)} measurements to {path}")
+                else:
+                    self.notes.append("the run was interrupted: not autosaved")
+        except OSError as exc:          # disk full, directory gone: say so, fail
+            self.notes.append(f"could not save timings to {where}: {exc.strerror or exc}")
+            self.save_failed = True
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
             return
         run = self.run()
-        s = self.settings
-        if s.save is not None:
-            try:
-                save_run(run, s.save)
-            except OSError as exc:          # disk full, directory gone: say so, fail
-                self.save_error = f"could not save timings to {s.save}: {exc.strerror or exc}"
-                if session.exitstatus == pytest.ExitCode.OK:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        run.complete = session.exitstatus != pytest.ExitCode.INTERRUPTED
+        self.final = run
+        self._save(run, session)
         if self.base is not None:
             self.comparison = compare_runs(self.base, run)
-            if s.compare_fail is not None:
-                limit = s.compare_fail
+            self.doubts = meta.doubts([(str(self.base_path), self.base), ("this run", run)])
+            limit = self.options.compare_fail
+            if limit is not None:
                 self.regressions = [
                     f"{_title(r)}: {r.regression_pct:+.1f}% worse (limit {limit:g}%, "
                     f"p={r.test.p_value:.3g})"
@@ -193,22 +233,37 @@ class TimingCollector:
                 if self.regressions and session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    def _table(self, run: TimingRun) -> str:
+        if self.comparison is not None:
+            return table.grid(self.comparison) if self.comparison.rows else ""
+        t = columns.build(columns.one_run_columns("this run", run))
+        return columns.render(t, "grid", seed_grid=False)
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker:
+        """The run's table at the end (pytest's own -q/-qq shorten it), then what was
+        saved, doubts about the comparison and regressions."""
+        run = self.final
+        if self.is_worker or run is None:
             return
-        s = self.settings
         tr = terminalreporter
-        if self.save_error:
-            tr.write_line(f"folio: {self.save_error}", red=True)
-        elif s.save is not None:
-            tr.write_line(f"folio: saved {len(self.received)} measurements to {s.save}")
-        if self.comparison is None:
-            return
-        tr.write_sep("-", f"folio timings: {s.compare} (base) against this run")
-        if not self.comparison.rows:
-            tr.write_line("no timings to compare")
-        else:
-            tr.write(table.grid(self.comparison))
+        verbosity = tr.config.get_verbosity()
+        if run.records or self.comparison is not None:
+            text = self._table(run)
+            if verbosity >= -1 and text:
+                if verbosity >= 0:
+                    title = ("folio timings" if self.base is None else
+                             f"folio timings: {self.base_path} (base) against this run")
+                    tr.write_sep("-", title)
+                tr.write(text)
+            elif self.comparison is not None and not self.comparison.rows:
+                tr.write_line("folio: no timings to compare")
+            elif verbosity < -1:
+                items = len({(r.suite, r.name) for r in run.records})
+                tr.write_line(f"folio: {len(run.records)} measurements of {items} items")
+        for line in self.notes:
+            tr.write_line(f"folio: {line}", red=self.save_failed and "could not" in line)
+        for line in self.doubts:
+            tr.write_line(f"folio: warning: {line}", yellow=True)
         for line in self.regressions:
             tr.write_line(f"folio: regression: {line}", red=True)
         for line in self.untested:

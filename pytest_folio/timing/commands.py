@@ -1,13 +1,17 @@
-"""The timing subcommands of ``python -m pytest_folio``: ``compare`` and ``bandwidth``."""
+"""The timing subcommands of ``python -m pytest_folio``: ``show``, ``compare`` and
+``bandwidth``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 from pytest_folio.cli import CommandError
 from pytest_folio.sizes import parse_size
-from pytest_folio.timing import table
+from pytest_folio.timing import columns, meta, table
+from pytest_folio.timing.autosave import STORAGE, resolve
 from pytest_folio.timing.compare import (
     compare_counter,
     compare_runs,
@@ -19,19 +23,58 @@ from pytest_folio.timing.stats import STATISTICS, center
 from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
 
 
-def _load(path: str) -> TimingRun:
+def _load(ref: str) -> TimingRun:
+    return _named(ref, None)[1]
+
+
+def _named(ref: str, storage: Path | None) -> tuple[str, TimingRun]:
+    """(the file's stem, the run) of a file or (with ``storage``) of a run number or
+    name saved there."""
     try:
-        return load_run(path)
+        path = resolve(ref, storage) if storage is not None else Path(ref)
+        return path.stem, load_run(path)
     except TimingFileError as exc:
         raise CommandError(str(exc)) from None
 
 
+def _storage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage", default=STORAGE, metavar="DIR",
+                   help=f"where --folio-autosave's numbered runs are (default: {STORAGE})")
+
+
+def register_show(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "show", help="print one saved run's table (a column per target)",
+        description="Print a run saved with --folio-save or --folio-autosave: when, where "
+                    "and with what code it was measured, then its table.")
+    p.add_argument("run_ref", metavar="RUN", help="a file, or a saved run number or name")
+    p.add_argument("--format", choices=table.FORMATS, default="grid")
+    _statistic_option(p)
+    _storage_option(p)
+    p.set_defaults(run=run_show)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    name, run = _named(args.run_ref, Path(args.storage))
+    if not run.records:
+        raise CommandError(f"{args.run_ref}: no timings in this run")
+    t = columns.build(columns.one_run_columns(name, run), args.statistic)
+    if args.format in ("grid", "markdown"):
+        print(f"{name}: {meta.describe(run)}")
+    print(columns.render(t, args.format, seed_grid=False), end="")
+    return 0
+
+
 def register_compare(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "compare", help="print a base run against a patched run (the seeds' table)",
-        description="Compare two runs saved with --folio-save.")
-    p.add_argument("base", metavar="BASE.json")
-    p.add_argument("patched", metavar="PATCHED.json")
+        "compare", help="print saved runs side by side (two: the seeds' table)",
+        description="Compare runs saved with --folio-save or --folio-autosave (files, run "
+                    "numbers or names). Two runs print the seeds' Base/Patched grid; more "
+                    "print a column per run with its change against the first. Runs of "
+                    "one target that cover different folio sizes merge into one column.")
+    p.add_argument("base", metavar="BASE")
+    p.add_argument("patched", metavar="PATCHED")
+    p.add_argument("more", metavar="MORE", nargs="*", help="further runs")
     p.add_argument("--format", choices=table.FORMATS, default="grid")
     p.add_argument("--plot", metavar="FILE.png", help="also draw time against folio size")
     p.add_argument("--row", action="append", default=[], metavar="NAME[=SHOWN AS]",
@@ -41,6 +84,7 @@ def register_compare(subparsers: Any) -> None:
     _statistic_option(p)
     p.add_argument("--normalise", action="store_true",
                    help="scale PATCHED to BASE's machine by their memcpy bandwidths")
+    _storage_option(p)
     p.set_defaults(run=run_compare)
 
 
@@ -58,7 +102,26 @@ def run_compare(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
     if args.counter and args.format in ("csv", "json"):
         raise CommandError("--counter prints extra tables: use --format grid or markdown")
-    base, patched = _load(args.base), _load(args.patched)
+    storage = Path(args.storage)
+    refs = [args.base, args.patched, *args.more]
+    named = [_named(ref, storage) for ref in refs]
+    for line in meta.doubts(named):
+        print(f"warning: {line}", file=sys.stderr)
+    if len(named) == 2:          # the seeds' grid, whatever the targets: base, patched
+        sides = [named[0][1], named[1][1]]
+    else:
+        cols = columns.runs_columns(named)
+        if len(cols) != 2:
+            if args.counter or args.row or args.normalise or args.plot:
+                raise CommandError(f"{len(cols)} columns: --counter, --row, --normalise "
+                                   "and --plot work on two (a base and a patched side)")
+            t = columns.build(cols, args.statistic)
+            if not t.row_keys():
+                raise CommandError("no timings in these files")
+            print(columns.render(t, args.format), end="")
+            return 0
+        sides = [c.run() for c in cols]
+    base, patched = sides
     try:
         if args.normalise:
             patched = normalise_to(patched, base)

@@ -42,18 +42,27 @@ def param_label(params: dict[str, Any]) -> str:
     return ",".join([str(params["folio"]), *others] if "folio" in params else others)
 
 
-def label_size(label: str) -> int | None:
-    """The folio size a label starts with (``16K`` of ``16K,i=3``), if it does."""
+def _size_of(part: str) -> int | None:
+    """The size a label part names: ``16K`` or ``bs=16K``; None when it is not a size."""
     try:
-        return parse_size(label.partition(",")[0])
+        return parse_size(part.rpartition("=")[2])
     except ValueError:
         return None
 
 
-def _label_order(label: str) -> tuple[int, int, str]:
-    """Sizes sort by size (4K before 16K), then by the other parameters' text."""
-    size = label_size(label)
-    return (1, 0, label) if size is None else (0, size, label)
+def label_size(label: str) -> int | None:
+    """The folio or block size a label starts with (``16K`` of ``16K,i=3``, ``bs=16K``)."""
+    return _size_of(label.partition(",")[0])
+
+
+def label_order(label: str) -> tuple[tuple[int, int, str], ...]:
+    """Labels sort part by part, sizes by size (4K before 16K before 128K), other
+    values by their text."""
+    order = []
+    for part in label.split(","):
+        size = _size_of(part)
+        order.append((1, 0, part) if size is None else (0, size, part.rpartition("=")[0]))
+    return tuple(order)
 
 
 @dataclasses.dataclass
@@ -178,7 +187,7 @@ def compare_runs(base: TimingRun, patched: TimingRun, alpha: float = ALPHA,
             better=better_direction(record.unit, record.extra),
             alpha=alpha, exact=exact, statistic=statistic))
     for group in groups.values():
-        group.rows.sort(key=lambda r: _label_order(r.label))
+        group.rows.sort(key=lambda r: label_order(r.label))
     return Comparison(list(groups.values()), alpha=alpha,
                       what=f"{statistic} of the samples")
 

@@ -1,4 +1,4 @@
-"""Time against folio size, one line per item, base dashed and patched solid.
+"""Time against folio (or block) size, one line per item, base dashed and patched solid.
 
 matplotlib is the optional extra ``plot`` (``pip install 'pytest-folio[plot]'``); without
 it, :func:`require_matplotlib` says so in one line instead of a traceback.
@@ -38,6 +38,7 @@ def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int
     sizes: set[int] = set()
     units: set[str] = set()
     values: list[float] = []
+    axis = "folio size"
     try:
         for n, group in enumerate(comparison.groups):
             color = f"C{n % 10}"
@@ -48,6 +49,8 @@ def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int
                     value = row.base_value if side == "base" else row.patched_value
                     size = label_size(row.label)
                     if size is not None and value is not None:
+                        if "=" in row.label.partition(",")[0]:
+                            axis = "block size"       # bs=16K rows (ramfs, fsx)
                         xs.append(size)
                         ys.append(value)
                 if xs:
@@ -58,12 +61,12 @@ def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int
                     values.extend(ys)
                     drawn += 1
         if not drawn:
-            raise PlotError("nothing to plot: no item has a folio size")
+            raise PlotError("nothing to plot: no item has a folio or block size")
         ax.set_xscale("log", base=2)
         if min(values) > 0 and max(values) / min(values) > 20:
             ax.set_yscale("log")          # items of very different cost stay readable
         ax.set_xticks(sorted(sizes), [format_size(x) for x in sorted(sizes)])
-        ax.set_xlabel("folio size")
+        ax.set_xlabel(axis)
         ax.set_ylabel(f"{comparison.what} ({', '.join(sorted(units))})")
         ax.set_title("base (dashed) against patched (solid)")
         fig.legend(loc="outside right upper", fontsize="x-small")

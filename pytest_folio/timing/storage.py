@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import stat
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,12 +55,17 @@ class TimingRun:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     created: str = dataclasses.field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    # what was measured with: package version, git commit, options (see collector)
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    complete: bool = True           # False: the run was interrupted (Ctrl-C)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "version": VERSION,
             "created": self.created,
+            "complete": self.complete,
+            "meta": self.meta,
             "machine": self.machine,
             "hosts": self.hosts,
             "settings": self.settings,
@@ -79,21 +85,72 @@ def check_samples(samples: Any) -> list[float]:
     return values
 
 
-def save_run(run: TimingRun, path: str | os.PathLike[str]) -> None:
-    """Write ``run`` to ``path`` atomically: the old file stays whole until the new one is."""
+def check_save_path(path: str | os.PathLike[str]) -> None:
+    """Refuse, with one line, a path a run must not be written to: a directory, a device
+    node, FIFO or socket, a symlink (replacing it would not write where it points), or a
+    path in a directory that is missing or not writable."""
+    where = os.fspath(path)
     target = Path(path)
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise TimingFileError(f"{where}: {exc.strerror or exc}") from None
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            raise TimingFileError(f"{where}: is a symlink; name the file itself")
+        if stat.S_ISDIR(info.st_mode):
+            raise TimingFileError(f"{where}: is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise TimingFileError(f"{where}: is not a regular file (a device, FIFO or "
+                                  "socket); timings go to a regular file")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise TimingFileError(f"{where}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise TimingFileError(f"{where}: directory {parent} is not writable")
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where Linux allows)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write_new(run: TimingRun, target: Path, publish: Any) -> None:
+    """Write ``run`` to a temporary file beside ``target`` with the umask's mode, fsync
+    it, then ``publish(tmp, target)``; the temporary file never outlives a failure."""
     text = json.dumps(run.to_dict(), indent=1, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(dir=target.parent or Path("."), prefix=f".{target.name}.",
                                suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())   # the mode open() would have created it with
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
+        publish(tmp, target)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
+
+
+def save_run(run: TimingRun, path: str | os.PathLike[str]) -> None:
+    """Write ``run`` to ``path`` atomically: the old file stays whole until the new one is."""
+    _write_new(run, Path(path), os.replace)
+
+
+def save_new(run: TimingRun, path: str | os.PathLike[str]) -> None:
+    """Write ``run`` to ``path`` atomically, only if nothing is there (FileExistsError)."""
+    _write_new(run, Path(path), os.link)
 
 
 def _record(data: Any, index: int, where: str) -> Record:
@@ -118,11 +175,15 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
     """Read a saved run; any problem is a one-line TimingFileError naming the file."""
     where = os.fspath(path)
     try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise TimingFileError(f"{where}: is a directory, not a timing file")
+        if not stat.S_ISREG(mode):      # a FIFO would block the read for ever
+            raise TimingFileError(f"{where}: is not a regular file (a device, FIFO or "
+                                  "socket), not a timing file")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TimingFileError(f"{where}: no such timing file") from None
-    except IsADirectoryError:
-        raise TimingFileError(f"{where}: is a directory, not a timing file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TimingFileError(f"{where}: cannot read timing file: {exc}") from None
     try:
@@ -132,6 +193,9 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
         raise TimingFileError(
             f"{where}: {what} timing file (invalid JSON at line {exc.lineno}, "
             f"column {exc.colno})") from None
+    except RecursionError:
+        raise TimingFileError(f"{where}: not a pytest-folio timing file (JSON nested too "
+                              "deeply)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise TimingFileError(f"{where}: not a pytest-folio timing file")
     version = data.get("version")
@@ -142,7 +206,7 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
     measurements = data.get("measurements")
     if not isinstance(measurements, list):
         raise TimingFileError(f"{where}: no measurements list")
-    for key in ("machine", "hosts", "settings"):
+    for key in ("machine", "hosts", "settings", "meta"):
         if not isinstance(data.get(key, {}), dict):
             raise TimingFileError(f"{where}: {key!r} is not an object")
     return TimingRun(
@@ -151,4 +215,6 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
         hosts=data.get("hosts", {}),
         settings=data.get("settings", {}),
         created=str(data.get("created", "")),
+        meta=data.get("meta", {}),
+        complete=data.get("complete", True) is not False,
     )

@@ -67,25 +67,21 @@ def footnote(comparison: Comparison) -> str:
             f"Base and Patched are the {comparison.what}")
 
 
-def grid(comparison: Comparison) -> str:
-    """The seeds' table; see the module docstring for the rules."""
-    marked = _marked(comparison)
-    integral = _integral(comparison.rows)
-    rows = comparison.rows
-    label_header = ("Params" if rows and all(r.label.partition(",")[0].count("=")
-                                             for r in rows) else HEADERS[1])
-    headers = (HEADERS[0], label_header, *HEADERS[2:])
-    blocks: list[list[tuple[str, ...]]] = []
-    for group in comparison.groups:
-        cells = [(r.label, format_value(r.base_value, integral),
-                  format_value(r.patched_value, integral), _change_cell(r, marked))
-                 for r in group.rows]
-        blocks.append([(_group_name(comparison, group.name, group.unit), *c) for c in cells])
-    widths = list(SEED_WIDTHS)
+Block = list[tuple[str, ...]]   # one group's lines: (name, label, cells...)
+
+
+def grid_text(headers: Sequence[str], blocks: Sequence[Block],
+              min_widths: Sequence[int], notes: Sequence[str] = ()) -> str:
+    """The seeds' grid for any number of value columns: ``blocks`` hold one group each,
+    every line ``(group name, label, cells...)``; see the module docstring for the rules."""
+    ncols = len(headers)
+    widths = [*min_widths, *(len(h) for h in headers[len(min_widths):])][:ncols]
     widths[1] = max(widths[1], len(headers[1]))
+    for col in range(2, ncols):
+        widths[col] = max(widths[col], len(headers[col]))
     for block in blocks:
         for line in block:
-            for col in range(1, 5):
+            for col in range(1, ncols):
                 widths[col] = max(widths[col], len(line[col]) + (col == 1))
             widths[0] = max([widths[0], *(len(w) for w in line[0].split())])
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
@@ -104,12 +100,31 @@ def grid(comparison: Comparison) -> str:
                                    break_on_hyphens=False) or [""]
         for i in range(max(len(block), len(name_lines))):
             name = name_lines[i] if i < len(name_lines) else ""
-            rest: tuple[str, ...] = block[i][1:] if i < len(block) else ("", "", "", "")
+            rest: tuple[str, ...] = block[i][1:] if i < len(block) else ("",) * (ncols - 1)
             lines.append(render((name, *rest)))
         lines.append(sep)
-    if marked:
-        lines.append(footnote(comparison))
+    lines += notes
     return "\n".join(lines) + "\n"
+
+
+def label_header(rows: Sequence[Row]) -> str:
+    """"Folio", or "Params" when no row has a folio size (block sizes, other parameters)."""
+    return ("Params" if rows and all(r.label.partition(",")[0].count("=") for r in rows)
+            else HEADERS[1])
+
+
+def grid(comparison: Comparison) -> str:
+    """The seeds' table; see the module docstring for the rules."""
+    marked = _marked(comparison)
+    integral = _integral(comparison.rows)
+    headers = (HEADERS[0], label_header(comparison.rows), *HEADERS[2:])
+    blocks: list[Block] = []
+    for group in comparison.groups:
+        cells = [(r.label, format_value(r.base_value, integral),
+                  format_value(r.patched_value, integral), _change_cell(r, marked))
+                 for r in group.rows]
+        blocks.append([(_group_name(comparison, group.name, group.unit), *c) for c in cells])
+    return grid_text(headers, blocks, SEED_WIDTHS, [footnote(comparison)] if marked else [])
 
 
 def markdown(comparison: Comparison) -> str:

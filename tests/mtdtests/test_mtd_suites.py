@@ -168,7 +168,7 @@ class TestSpeed(MTDSpeedSuite):
 """)
     collector = _Collector()
     result = pytester.runpytest("-p", "pytest_folio", "--folio-orders", "0,2",
-                                "--folio-mtd", "reference:retry=off,api=page", "-s",
+                                "--folio-mtd", "reference:retry=off,api=page", "-rP",
                                 plugins=[collector])
     result.assert_outcomes(passed=2)
     assert len(collector.seen) == 2 * 14

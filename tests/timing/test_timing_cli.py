@@ -83,7 +83,7 @@ def test_other_formats(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(("args", "message"), [
     (["compare", "{d}/base.json", "{d}/nope.json"], "{d}/nope.json: no such timing file"),
     (["compare", "{d}/base.json", "{d}/bad.json"], "{d}/bad.json: truncated or corrupt"),
-    (["compare", "{d}/base.json"], "the following arguments are required: PATCHED.json"),
+    (["compare", "{d}/base.json"], "the following arguments are required: PATCHED"),
     (["compare", "{d}/base.json", "{d}/patched.json", "--format", "html"],
      "argument --format: invalid choice: 'html'"),
     (["compare", "{d}/base.json", "{d}/patched.json", "--row", "Nope"],

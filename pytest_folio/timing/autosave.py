@@ -1,0 +1,74 @@
+"""Numbered runs under ``.folio/`` (``--folio-autosave``), in pytest-benchmark's spirit.
+
+Each run is ``.folio/NNNN_NAME.json``: the next free number and a name from the code's
+git commit (``-dirty`` with uncommitted changes) or the time. ``show`` and ``compare`` (and
+``--folio-compare``) take a file, a run number (``3``) or a name (``1a2b3c4d-dirty``).
+Two runs saving at once never take the same number: a name is claimed by a hard link,
+which fails when it exists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pytest_folio.timing.storage import TimingFileError, TimingRun, save_new
+
+STORAGE = ".folio"
+_NUMBERED = re.compile(r"^(\d{4,})_(.*)\.json$")
+
+
+def saved_runs(directory: Path) -> list[tuple[int, str, Path]]:
+    """(number, name, path) of every numbered run in ``directory``, by number."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.iterdir():
+        match = _NUMBERED.match(path.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), path))
+    return sorted(found)
+
+
+def run_name(run: TimingRun) -> str:
+    git = run.meta.get("git") or {}
+    if git.get("commit"):
+        return str(git["commit"])[:8] + ("-dirty" if git.get("dirty") else "")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+
+
+def autosave(run: TimingRun, directory: Path) -> Path:
+    """Save ``run`` as the next numbered run in ``directory`` (created if missing)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = run_name(run)
+    number = max((n for n, *_ in saved_runs(directory)), default=0) + 1
+    while True:
+        path = directory / f"{number:04d}_{name}.json"
+        try:
+            save_new(run, path)
+            return path
+        except FileExistsError:
+            number += 1
+
+
+def resolve(ref: str, directory: Path) -> Path:
+    """The file ``ref`` names: a path, else a run number or name in ``directory``."""
+    if os.path.lexists(ref) or not ref or os.sep in ref or ref.endswith(".json"):
+        return Path(ref)
+    runs = saved_runs(directory)
+    if ref.isdigit():
+        chosen = [p for n, _, p in runs if n == int(ref)]
+    else:
+        chosen = [p for _, name, p in runs if name == ref or p.stem == ref]
+    if len(chosen) == 1:
+        return chosen[0]
+    if not runs:
+        raise TimingFileError(f"{ref}: no such timing file, and no saved runs in {directory}")
+    if len(chosen) > 1:
+        raise TimingFileError(f"{ref}: names several saved runs in {directory} "
+                              f"({', '.join(p.name for p in chosen)}); use the number")
+    raise TimingFileError(f"{ref}: no such timing file or saved run in {directory} "
+                          f"(runs {runs[0][0]}..{runs[-1][0]}; the latest is "
+                          f"{runs[-1][2].name})")
