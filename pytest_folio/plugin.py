@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_folio import hookspecs
+from pytest_folio import hookspecs, progress
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.options import (
     FolioSettings,
@@ -62,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = read_settings(config, seed=workerinput.get("folio_seed"))
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
+    config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
 
 
 class _XdistController:

@@ -29,6 +29,7 @@ from typing import ClassVar
 import pytest
 from pytest_folio.fixtures.mtd import mtd_target
 
+from pytest_folio import progress
 from pytest_folio.model.block2mtd import Block2MTD
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.mtdtests import (
@@ -126,8 +127,13 @@ class _MTDSuite:
         ``rerun``, a device error also names the command that repeats the random run."""
         lines: list[str] = []
         failure = ""
+
+        def say(line: str) -> None:    # kept for the report, and shown live
+            lines.append(f"{suite}: {line}")
+            progress.step(lines[-1])
+
         try:
-            yield lambda line: lines.append(f"{suite}: {line}")
+            yield say
         except MTDParameterError as exc:   # a suite attribute that does not fit the device
             failure = f"{suite}: {exc}"
         except MTDTestError as exc:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_folio import progress
 from pytest_folio.cli import CommandError
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import parse_block_size
@@ -470,8 +471,7 @@ class VMRun:
         self.loaded: list[str] = []  # "loaded block2mtd built with ...", said at start
 
     def progress(self, message: str) -> None:
-        self.err.write(f"folio-vm: {message}\n")
-        self.err.flush()
+        progress.step(f"folio-vm: {message}", self.err)
 
     def kernel(self) -> Kernel:
         if self.opts.kernel is not None:
