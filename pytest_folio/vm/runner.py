@@ -62,6 +62,7 @@ from pytest_folio.vm.kernel import (
     fetch_suite_kernel,
     user_kernel,
 )
+from pytest_folio.vm.kernelbuild import build_kernel
 from pytest_folio.vm.mtdtests import MODULES_ENV
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
@@ -72,6 +73,7 @@ from pytest_folio.vm.qemu import (
     qemu_command,
     run_guest,
 )
+from pytest_folio.vm.source import KernelSource
 
 WARMUP_TIMEOUT = 120.0
 KVM_BOOT_TIMEOUT = 15.0  # TCG reaches init in about 2 s here; a KVM guest that has not is hung
@@ -178,6 +180,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--driver", type=Path, metavar="PATH",
                         help="build this module (a .c file, or a directory with a Kbuild or "
                              "Makefile) against the booted kernel and load it")
+    parser.add_argument("--build-kernel", type=Path, metavar="SRC_DIR",
+                        help="build this kernel tree once with a minimal configuration for "
+                             "the VM (cached by tree and configuration) and boot it")
     parser.add_argument("--mtd-tests", action="store_true",
                         help="build the kernel's drivers/mtd/tests from the same source for "
                              "the test_kernel_mtd_* items")
@@ -206,6 +211,7 @@ class VMOptions:
     patches: tuple[Path, ...] = ()
     driver: Path | None = None
     mtd_tests: bool = False
+    build_kernel: Path | None = None
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -233,6 +239,12 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     driver = getattr(args, "driver", None)
     if driver is not None and not driver.exists():
         raise CommandError(f"--driver {driver}: no such file or directory")
+    build = getattr(args, "build_kernel", None)
+    if build is not None and (args.kernel is not None or args.modules is not None):
+        raise CommandError("--build-kernel boots the kernel it builds: leave out --kernel "
+                           "and --modules")
+    if build is not None and not build.is_dir():
+        raise CommandError(f"--build-kernel {build}: no such directory")
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -243,7 +255,7 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
         dmesg=args.dmesg, pytest_args=pytest_args,
         patches=tuple(getattr(args, "patch", [])), driver=driver,
-        mtd_tests=bool(getattr(args, "mtd_tests", False)))
+        mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build)
 
 
 def split_save(pytest_args: list[str]) -> tuple[list[str], Path | None]:
@@ -469,11 +481,16 @@ class VMRun:
         self.cache = KernelCache(opts.cache_dir)
         self.clock = time.monotonic()
         self.loaded: list[str] = []  # "loaded block2mtd built with ...", said at start
+        self.source: KernelSource | None = None  # --build-kernel's tree, for module builds
 
     def progress(self, message: str) -> None:
         progress.step(f"folio-vm: {message}", self.err)
 
     def kernel(self) -> Kernel:
+        if self.opts.build_kernel is not None:
+            kernel, self.source = build_kernel(self.opts.build_kernel, self.cache.root,
+                                               self.progress)
+            return kernel
         if self.opts.kernel is not None:
             return user_kernel(self.opts.kernel, self.opts.modules)
         if self.opts.suite is not None:
@@ -638,7 +655,8 @@ class VMRun:
             raise VMError(f"kernel {kernel.release} has no module tree, so a built module "
                           "cannot replace its own (give --modules)")
         built = build_for_kernel(kernel, list(self.opts.patches), self.opts.driver,
-                                 self.opts.mtd_tests, self.cache.root, self.progress)
+                                 self.opts.mtd_tests, self.cache.root, self.progress,
+                                 self.source)
         if built.mtd_tests is not None:
             env[MODULES_ENV] = str(built.mtd_tests)
         order = substitute(modules, built.modules, ModuleTree(kernel.modules, kernel.release),

@@ -64,19 +64,22 @@ class KernelSource:
     version: str
     root: Path            # CACHE/sources/RELEASE_VERSION
     headers: Path         # the kbuild directory (make -C HERE M=...)
-    tarball: Path         # linux-source-X.Y.tar.xz
+    tarball: Path | None  # linux-source-X.Y.tar.xz (None: local_tree is the source)
     compiler: str         # the C compiler the kernel was built with, e.g. gcc-12
+    local_tree: Path | None = None  # --build-kernel's SRC_DIR: read in place
 
     @property
     def tree(self) -> Path:
-        """Where the parts of the source taken out of the tarball live."""
-        return self.root / "tree"
+        """Where the source is: the user's tree, or the parts taken out of the tarball."""
+        return self.local_tree if self.local_tree is not None else self.root / "tree"
 
     def extract(self, paths: list[str], run: Run = _run) -> Path:
         """Take ``paths`` (files or directories, relative to the tree's top) out of the
         tarball into :attr:`tree`, each once; a path the tarball lacks is a VMError."""
         missing = [p for p in dict.fromkeys(paths) if not (self.tree / p).exists()]
-        if missing:
+        if missing and self.tarball is None:
+            raise VMError(f"{self.tree} has no {', '.join(missing)}")
+        if missing and self.tarball is not None:
             top = _tar_top(self.tarball)
             staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=self.root))
             try:
@@ -152,7 +155,7 @@ class SourceCache:
                           "own kernel with --build-kernel SRC_DIR")
         cached = self.lookup(kernel.release, version)
         if cached is not None:
-            progress(f"kernel source {cached.tarball.name} {version} (cached)")
+            progress(f"kernel source {source_package(version)} {version} (cached)")
             return cached
         headers = f"linux-headers-{kernel.release}"
         packages = [source_package(version), headers,

@@ -1,0 +1,207 @@
+"""``vm --build-kernel SRC_DIR``: a kernel tree built once for the VM, and cached.
+
+For a kernel whose compiler this host lacks (Debian's newer kernels), or a user's own
+tree, the runner builds the kernel itself: the tree's ``allnoconfig`` with
+:data:`VM_CONFIG` forced on (virtio, 9p, brd, block2mtd, the mtd tests, ramfs, XFS), out
+of tree (``O=``), so the source directory is only read. The result (bzImage, the
+modules installed under ``mods/``, and the build directory itself, which is what
+``make -C DIR M=...`` builds modules against) is cached under ``CACHE/built-kernels/KEY``,
+KEY a hash of the configuration and of the tree: ``git rev-parse HEAD`` plus ``git diff``
+for a git checkout, else every file's path, size and modification time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_folio.vm import VMError
+from pytest_folio.vm.build import BuildError
+from pytest_folio.vm.kernel import Kernel, Progress, user_kernel
+from pytest_folio.vm.source import KernelSource
+
+# What the guest needs and what the suites test; everything else stays off. brd, mtd,
+# block2mtd and the mtd tests are modules so that --patch/--driver can replace them.
+VM_CONFIG = """\
+CONFIG_64BIT=y
+CONFIG_SMP=y
+CONFIG_NR_CPUS=8
+CONFIG_PRINTK=y
+CONFIG_PRINTK_TIME=y
+CONFIG_BUG=y
+CONFIG_MULTIUSER=y
+CONFIG_FUTEX=y
+CONFIG_EPOLL=y
+CONFIG_SIGNALFD=y
+CONFIG_TIMERFD=y
+CONFIG_EVENTFD=y
+CONFIG_SHMEM=y
+CONFIG_AIO=y
+CONFIG_ADVISE_SYSCALLS=y
+CONFIG_FILE_LOCKING=y
+CONFIG_POSIX_TIMERS=y
+CONFIG_SYSVIPC=y
+CONFIG_FHANDLE=y
+CONFIG_MEMFD_CREATE=y
+CONFIG_HIGH_RES_TIMERS=y
+CONFIG_BINFMT_ELF=y
+CONFIG_BINFMT_SCRIPT=y
+CONFIG_BLK_DEV_INITRD=y
+CONFIG_RD_GZIP=y
+CONFIG_MODULES=y
+CONFIG_MODULE_UNLOAD=y
+CONFIG_PVH=y
+CONFIG_HYPERVISOR_GUEST=y
+CONFIG_PARAVIRT=y
+CONFIG_KVM_GUEST=y
+CONFIG_ACPI=y
+CONFIG_PCI=y
+CONFIG_TTY=y
+CONFIG_UNIX98_PTYS=y
+CONFIG_SERIAL_8250=y
+CONFIG_SERIAL_8250_CONSOLE=y
+CONFIG_RTC_CLASS=y
+CONFIG_RTC_DRV_CMOS=y
+CONFIG_PROC_FS=y
+CONFIG_PROC_SYSCTL=y
+CONFIG_SYSFS=y
+CONFIG_DEVTMPFS=y
+CONFIG_TMPFS=y
+CONFIG_TMPFS_XATTR=y
+CONFIG_INOTIFY_USER=y
+CONFIG_NET=y
+CONFIG_INET=y
+CONFIG_UNIX=y
+CONFIG_BLOCK=y
+CONFIG_BLK_DEV=y
+CONFIG_VIRTIO_MENU=y
+CONFIG_VIRTIO_PCI=y
+CONFIG_VIRTIO_BLK=y
+CONFIG_NET_9P=y
+CONFIG_NET_9P_VIRTIO=y
+CONFIG_NETWORK_FILESYSTEMS=y
+CONFIG_9P_FS=y
+CONFIG_9P_FS_POSIX_ACL=y
+CONFIG_BLK_DEV_RAM=m
+CONFIG_MTD=m
+CONFIG_MTD_BLOCK2MTD=m
+CONFIG_MTD_TESTS=m
+CONFIG_XFS_FS=m
+CONFIG_MAGIC_SYSRQ=y
+CONFIG_DEBUG_KERNEL=y
+"""
+
+PROGRESS_EVERY = 30.0  # seconds between progress lines of a kernel build
+
+
+def tree_hash(src: Path) -> str:
+    """What identifies a tree's contents: git's HEAD and diff, else path/size/mtime."""
+    h = hashlib.sha256()
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=False) if (src / ".git").exists() else None
+    if head is not None and head.returncode == 0:
+        diff = subprocess.run(["git", "-C", str(src), "diff", "HEAD"], capture_output=True,
+                              check=False)
+        h.update(head.stdout.encode() + diff.stdout)
+        return h.hexdigest()[:20]
+    for dirpath, dirs, files in os.walk(src):
+        dirs.sort()
+        for name in sorted(files):
+            st = os.lstat(os.path.join(dirpath, name))
+            h.update(f"{os.path.relpath(os.path.join(dirpath, name), src)}\0{st.st_size}\0"
+                     f"{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:20]
+
+
+def build_key(src: Path, config: str = VM_CONFIG) -> str:
+    return hashlib.sha256(f"{tree_hash(src)}\0{config}".encode()).hexdigest()[:20]
+
+
+def _make(args: list[str], log: Path, progress: Progress, what: str) -> None:
+    """Run make into ``log``, saying every PROGRESS_EVERY s how far it got."""
+    start = time.monotonic()
+    with log.open("a") as out:
+        out.write(f"$ make {' '.join(args)}\n")
+        out.flush()
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+        proc = subprocess.Popen(["make", *args], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env)
+        try:
+            last = start
+            while proc.poll() is None:
+                time.sleep(1)
+                if time.monotonic() - last >= PROGRESS_EVERY:
+                    last = time.monotonic()
+                    progress(f"{what}: {last - start:.0f} s, at {_last_line(log)}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed: {_last_line(log)} (log: {log})")
+
+
+def _last_line(log: Path) -> str:
+    with log.open("rb") as f:
+        f.seek(max(0, log.stat().st_size - 4096))
+        lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()
+                 if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def build_kernel(src: Path, cache_root: Path, progress: Progress,
+                 jobs: int | None = None) -> tuple[Kernel, KernelSource]:
+    """The tree ``src`` built for the VM (cached): the kernel to boot and the
+    :class:`KernelSource` modules are built against."""
+    if not (src / "Makefile").is_file() or not (src / "Kconfig").is_file():
+        raise VMError(f"--build-kernel {src}: not a kernel source tree (no Makefile and "
+                      "Kconfig)")
+    start = time.monotonic()
+    key = build_key(src)
+    entry = cache_root / "built-kernels" / key
+    if not (entry / "done").is_file():
+        for tool in ("make", "gcc", "flex", "bison", "bc"):
+            if shutil.which(tool) is None:
+                raise VMError(f"--build-kernel needs {tool}: install it (apt-get install "
+                              "build-essential flex bison bc libelf-dev libssl-dev)")
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        log = entry.parent / f"{key}.log"
+        log.write_text("")
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=entry.parent))
+        try:
+            fragment = staging / "vm.config"
+            fragment.write_text(VM_CONFIG)
+            out = staging / "build"
+            base = ["-C", str(src.resolve()), f"O={out}"]
+            jobs = jobs or os.cpu_count() or 1
+            progress(f"building kernel {src} once for the VM (minimal configuration, "
+                     f"-j{jobs}; log: {log})")
+            _make([*base, f"KCONFIG_ALLCONFIG={fragment}", "allnoconfig"], log, progress,
+                  "configuring the kernel")
+            _make([*base, f"-j{jobs}", "bzImage", "modules"], log, progress,
+                  "building the kernel")
+            _make([*base, f"INSTALL_MOD_PATH={staging / 'mods'}", "modules_install"], log,
+                  progress, "installing its modules")
+            shutil.copyfile(log, staging / "build.log")
+            (staging / "done").write_text(f"{time.monotonic() - start:.0f}\n")
+            try:
+                staging.rename(entry)
+            except OSError:
+                if not (entry / "done").is_file():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        log.unlink(missing_ok=True)
+        progress(f"built kernel {src} in {time.monotonic() - start:.0f} s ({entry})")
+    else:
+        progress(f"kernel {src} built before ({entry}, tree and configuration unchanged)")
+    out = entry / "build"
+    kernel = user_kernel(out / "arch/x86/boot/bzImage", entry / "mods")
+    source = KernelSource(kernel.release, f"tree {key}", entry, out, None, "gcc",
+                          local_tree=src.resolve())
+    return kernel, source

@@ -1,0 +1,66 @@
+"""--build-kernel: the configuration, the cache key, the refusals."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_folio.cli import main
+from pytest_folio.vm import VMError
+from pytest_folio.vm.kernel import REQUIRED_MODULES
+from pytest_folio.vm.kernelbuild import VM_CONFIG, build_kernel, build_key, tree_hash
+
+
+def test_the_configuration_has_every_option_the_guest_needs() -> None:
+    options = dict(line.split("=", 1) for line in VM_CONFIG.splitlines())
+    for option in REQUIRED_MODULES.values():
+        assert options.get(option) in ("y", "m"), option
+    # what --patch replaces, and the kernel's own tests, must be modules
+    for option in ("CONFIG_MTD_BLOCK2MTD", "CONFIG_MTD_TESTS", "CONFIG_BLK_DEV_RAM"):
+        assert options[option] == "m", option
+    assert options["CONFIG_XFS_FS"] == "m" and options["CONFIG_PVH"] == "y"
+
+
+def test_a_plain_trees_hash_follows_its_files(tmp_path: Path) -> None:
+    (tmp_path / "Makefile").write_text("all:\n")
+    before = tree_hash(tmp_path)
+    assert tree_hash(tmp_path) == before
+    (tmp_path / "new.c").write_text("int x;\n")
+    assert tree_hash(tmp_path) != before
+
+
+def test_a_git_trees_hash_follows_head_and_its_diff(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c",
+                        "user.email=t@t", *args], check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "Makefile").write_text("all:\n")
+    git("add", "Makefile")
+    git("commit", "-qm", "one")
+    clean = tree_hash(tmp_path)
+    (tmp_path / "Makefile").write_text("all: x\n")
+    assert tree_hash(tmp_path) != clean
+    assert build_key(tmp_path) != build_key(tmp_path, VM_CONFIG + "CONFIG_EXT4_FS=y\n")
+
+
+def test_a_directory_that_is_no_kernel_tree_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(VMError, match="not a kernel source tree"):
+        build_kernel(tmp_path, tmp_path / "cache", lambda m: None)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--patch", "/nonexistent.patch"], "--patch /nonexistent.patch: no such file"),
+    (["--driver", "/nonexistent.c"], "--driver /nonexistent.c: no such file or directory"),
+    (["--build-kernel", "/", "--kernel", "/bzImage"], "--build-kernel boots the kernel it "
+                                                      "builds: leave out --kernel"),
+    (["--build-kernel", "/nonexistent"], "--build-kernel /nonexistent: no such directory"),
+])
+def test_build_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                         message: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["vm", *args, "--", "-x"]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err
