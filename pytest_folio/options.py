@@ -43,6 +43,9 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "suite instead of a random run", None, "string"),
     ("--folio-fsx-dir", "keep the fsx suite's .fsxops/.fsxgood/.fsxlog files in this "
      "directory (default: each test's tmp_path)", None, "string"),
+    ("--folio-fs-oracle", "differential mode: run the same random operations on the "
+     "--folio-fs target and on this oracle (reference or a directory), compare everything",
+     None, "string"),
     ("--folio-save", "write this run's timings to a JSON file", None, "string"),
     ("--folio-compare", "print this run against a saved run", None, "string"),
     ("--folio-compare-fail",
@@ -198,6 +201,7 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
     if chosen is not None:
         return chosen
     return random.SystemRandom().randrange(1, 1 << 31)
+    fs_oracle: str | None = None
 
 
 def check_order(order: int) -> int:
@@ -341,6 +345,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         compare_fail=compare_fail,
         sources=dict(given.sources),
         autosave=given.flag("--folio-autosave"),
+        fs_oracle=given.text("--folio-fs-oracle") or None,
     )
 
 

@@ -19,6 +19,13 @@ Without an own fixture, the plugin's ``filesystem`` (the ``--folio-fs`` target, 
 ``--folio-block-sizes`` block size) is used. ``--folio-fsx-ops`` and ``--folio-fsx-seed``
 set the length and seed of every run (they override ``-N``/``-S`` in ``fsx_args``);
 ``--folio-fsx-replay FILE.fsxops`` replays a log instead.
+
+Besides fsx's own defaults (byte-aligned operations on a 256 KiB file, closed and
+reopened after 1 in 16 operations), three runs reach the paths those rarely do: every
+operation page aligned (the whole-page fast paths), every operation aligned to the block
+size over a file of at least 8 blocks (whole-folio writes and truncates), and a file of
+``fsx_large_file`` bytes (6 MiB: more than a small cache holds, so dirty folios are
+evicted and read back) with 256 KiB operations, a fifth as many of them.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import pytest
 from pytest_folio.fixtures.fsx import FsxRunner
 
 from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
+from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import FileSystem
 
 __all__ = ["FsxSuite"]
@@ -40,6 +48,7 @@ class FsxSuite:
     fsx_options: ClassVar[FsxOptions] = FsxOptions()   # the base options
     fsx_args: ClassVar[str] = ""                       # fsx flags applied on top of them
     fsx_hypothesis_profile: ClassVar[str] = QUICK      # or "fsx-thorough", or your own
+    fsx_large_file: ClassVar[int] = 6 << 20            # test_fsx_large_file's file size
 
     def fsx_settings(self) -> FsxOptions:
         try:
@@ -51,6 +60,24 @@ class FsxSuite:
     def test_fsx(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         result = fsx(filesystem, self.fsx_settings())
         assert result.testcalls > 0
+
+    def test_fsx_page_aligned(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+        opts = self.fsx_settings().replace(readbdy=PAGE_SIZE, truncbdy=PAGE_SIZE,
+                                           writebdy=PAGE_SIZE)
+        assert fsx(filesystem, opts).testcalls > 0
+
+    def test_fsx_block_aligned(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+        bs = filesystem.blocksize
+        base = self.fsx_settings()
+        opts = base.replace(readbdy=bs, truncbdy=bs, writebdy=bs,
+                            maxfilelen=max(base.maxfilelen, 8 * bs),
+                            maxoplen=max(base.maxoplen, bs))
+        assert fsx(filesystem, opts).testcalls > 0
+
+    def test_fsx_large_file(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+        opts = self.fsx_settings().replace(maxfilelen=self.fsx_large_file, maxoplen=256 << 10)
+        numops = max(1, fsx.settings.fsx_ops // 5)
+        assert fsx(filesystem, opts, numops=numops).testcalls > 0
 
     def test_fsx_hypothesis(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         if fsx.replay is not None:

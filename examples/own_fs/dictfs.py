@@ -3,7 +3,9 @@
 It implements pytest-folio's FileSystem protocol (pytest_folio.targets.protocols), so
 every file-system fixture and suite can run against it with
 ``--folio-fs dictfs:factory``. Calls it does not support raise OSError(EOPNOTSUPP),
-which the suites count as skipped.
+which the suites count as skipped. A descriptor holds the file's bytearray (its inode),
+not its name, so a file renamed over or unlinked while open keeps its data for that
+descriptor, as on Linux.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def _err(code: int, what: str) -> OSError:
 class _Open:
     path: str
     flags: int
+    data: bytearray | None      # the file itself (its inode): None for a directory
 
 
 @dataclass
@@ -55,9 +58,9 @@ class DictFS:
         acc = f.flags & os.O_ACCMODE
         if (write and acc == os.O_RDONLY) or (not write and acc == os.O_WRONLY):
             raise _err(errno.EBADF, f"fd {fd}")
-        if f.path in self.dirs:
+        if f.data is None:
             raise _err(errno.EISDIR, f.path)
-        return self.files[f.path]
+        return f.data
 
     # -- the protocol -----------------------------------------------------------------------
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
@@ -76,7 +79,7 @@ class DictFS:
         else:
             raise _err(errno.ENOENT, path)
         fd = max(self.fds, default=2) + 1
-        self.fds[fd] = _Open(path, flags)
+        self.fds[fd] = _Open(path, flags, self.files.get(path))
         return fd
 
     def close(self, fd: int) -> None:
@@ -111,10 +114,10 @@ class DictFS:
         else:
             buf.extend(bytes(length - len(buf)))
 
-    def _stat(self, path: str) -> os.stat_result:
-        if path in self.dirs:
+    def _stat(self, data: bytearray | None) -> os.stat_result:
+        if data is None:
             return os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 2, 0, 0, 0, 0, 0, 0))
-        size = len(self.files[path])
+        size = len(data)
         blocks = -(-size // self.blocksize) * self.blocksize // 512
         return os.stat_result((stat.S_IFREG | 0o644, 0, 0, 1, 0, 0, size, 0, 0, 0),
                               {"st_blksize": self.blocksize, "st_blocks": blocks})
@@ -122,7 +125,7 @@ class DictFS:
     def fstat(self, fd: int) -> os.stat_result:
         if fd not in self.fds:
             raise _err(errno.EBADF, f"fd {fd}")
-        return self._stat(self.fds[fd].path)
+        return self._stat(self.fds[fd].data)
 
     def fsync(self, fd: int) -> None:
         if fd not in self.fds:
@@ -182,9 +185,6 @@ class DictFS:
         if dst in self.dirs:
             raise _err(errno.EISDIR, dst)
         self.files[dst] = self.files.pop(src)
-        for f in self.fds.values():
-            if f.path == src:
-                f.path = dst
 
     def listdir(self, path: str) -> list[str]:
         path = self._norm(path)
@@ -199,7 +199,7 @@ class DictFS:
         path = self._norm(path)
         if path not in self.files and path not in self.dirs:
             raise _err(errno.ENOENT, path)
-        return self._stat(path)
+        return self._stat(self.files.get(path))
 
 
 def factory(blocksize: int, root: str, **_: object) -> DictFS:

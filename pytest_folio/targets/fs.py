@@ -180,3 +180,17 @@ def resolve_fs_target(text: str, option: str = OPTION) -> FsTarget:
     if spec.kind == "reference":
         return FsTarget(spec, _reference_options(spec, option))
     return FsTarget(spec)
+
+
+ORACLE_OPTION = "--folio-fs-oracle"
+
+
+def resolve_fs_oracle(text: str, option: str = ORACLE_OPTION) -> FsTarget:
+    """``--folio-fs-oracle``: ``reference`` (with every feature unless its knobs say
+    otherwise, so whatever the target supports is compared) or a directory."""
+    target = resolve_fs_target(text, option)
+    if target.kind == "factory":
+        raise TargetError(f"{option}: {text!r}: the oracle is reference or a directory")
+    if target.kind == "reference":
+        return FsTarget(target.spec, {"features": "full", **target.ramfs_options})
+    return target

@@ -1,15 +1,21 @@
-"""Deliberately broken file systems: each wraps a correct FileSystem and injects one bug of
-a class real file systems have had. fsx must catch every one of them.
+"""Deliberately broken file systems, each one realistic bug of a folio-cached file system.
+The default suites must catch every one (tests/fsx/test_fs_catalogue.py runs them as a
+user does, through ``--folio-fs=fsx_broken:NAME``).
 
-The wrappers build the broken call out of plain pread/pwrite/ftruncate on the healthy
-file system where they need to, so they work on any base (the in-memory MemFS, the
-reference ramfs, a tmpfs directory). Each class docstring names the real-world bug class.
+Two kinds. The wrappers (:class:`PassThrough` and its subclasses) wrap any correct
+FileSystem and build the broken call out of plain pread/pwrite/ftruncate on it, so they
+work on any base (MemFS, the reference ramfs, a tmpfs directory); as factories they wrap
+:class:`~fsx_cachedfs.CachedFS`. The others are :class:`~fsx_cachedfs.CachedFS` with one
+method changed by a line or two, the way such bugs are written: the folio cache, its
+writeback and eviction, the name cache, the range checks. Each docstring names the bug.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+
+from fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import (
@@ -37,6 +43,11 @@ class PassThrough:
         self.inner = inner
         self.blocksize = inner.blocksize
         self.features = inner.features | self.extra_features
+
+    @classmethod
+    def factory(cls, blocksize: int, root: str | None = None) -> PassThrough:
+        """``--folio-fs=fsx_broken:NAME.factory``: the bug on a CachedFS."""
+        return cls(CachedFS(blocksize, root))
 
     def size(self, fd: int) -> int:
         return self.inner.fstat(fd).st_size
@@ -381,6 +392,297 @@ class FallocKeepSizeExtends(PassThrough):
             self.inner.ftruncate(fd, offset + length)
         return None
 
+
+# -- one-line bugs in the folio-cached file system -----------------------------------------
+class EvictionDropsDirtyFolios(CachedFS):
+    """Reclaim frees a dirty folio without writing it back."""
+
+    def evict(self, folio: Folio) -> None:
+        del self.cache[self.key(folio.inode, folio.index)]
+
+
+class WritebackOfTheFirstPageOnly(CachedFS):
+    """Writeback copies one page of a large folio (PAGE_SIZE where folio_size() was
+    meant): the rest of a multi-page folio never reaches the store."""
+
+    def writeback(self, folio: Folio) -> None:
+        folio.inode.store[folio.index] = bytearray(folio.data[:PAGE_SIZE]).ljust(
+            self.blocksize, b"\0")
+        folio.dirty = False
+
+
+class PartialWriteSkipsTheRead(CachedFS):
+    """A write that starts at a folio's first byte is taken to cover the whole folio, so
+    the folio is not read first and the rest of it is lost."""
+
+    def covers(self, start: int, chunk: int) -> bool:
+        return start == 0
+
+
+class PageSizedWriteCountsAsAWholeFolio(CachedFS):
+    """A write of a whole page is taken to cover the folio (the PAGE_SIZE check of
+    write_begin kept after the conversion to large folios)."""
+
+    def covers(self, start: int, chunk: int) -> bool:
+        return chunk >= PAGE_SIZE
+
+
+class ReadReturnsTheEofFolioTail(CachedFS):
+    """pread clips at the end of the folio holding EOF instead of at EOF."""
+
+    def read_len(self, inode: Inode, n: int, offset: int) -> int:
+        end = -(-inode.size // self.blocksize) * self.blocksize
+        return max(0, min(n, end - offset))
+
+
+class ShortReadAtFolioEnd(CachedFS):
+    """pread stops at the end of the first folio it reads."""
+
+    def read_len(self, inode: Inode, n: int, offset: int) -> int:
+        return max(0, min(n, inode.size - offset, self.blocksize - offset % self.blocksize))
+
+
+class ZeroLengthWriteExtends(CachedFS):
+    """An empty pwrite still sets i_size to its offset (no early return for count 0)."""
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        f = self.file(fd, write=True)
+        n = self.write_range(f.inode, bytes(data), self.write_offset(f, offset))
+        self.extend(f.inode, self.write_offset(f, offset) + n)
+        return n
+
+
+class WriteSetsTheSizeToItsEnd(CachedFS):
+    """i_size is set to the end of every write, so a write inside the file shrinks it."""
+
+    def extend(self, inode: Inode, end: int) -> None:
+        inode.size = end
+
+
+class OTruncOnlyResetsTheSize(CachedFS):
+    """O_TRUNC sets i_size to 0 but leaves the cached folios and the blocks."""
+
+    def o_trunc(self, inode: Inode) -> None:
+        inode.size = 0
+
+
+class OAppendIgnored(CachedFS):
+    """pwrite on an O_APPEND descriptor writes at the offset given."""
+
+    def write_offset(self, f: OpenFile, offset: int) -> int:
+        return offset
+
+
+class OExclIgnored(CachedFS):
+    """O_EXCL is honoured only without O_CREAT (a reversed test)."""
+
+    def exclusive(self, flags: int) -> bool:
+        return bool(flags & os.O_EXCL and not flags & os.O_CREAT)
+
+
+class OCreatTruncates(CachedFS):
+    """Opening an existing file with O_CREAT truncates it, as only O_TRUNC may."""
+
+    @staticmethod
+    def truncates(flags: int) -> bool:
+        return bool(flags & (os.O_TRUNC | os.O_CREAT))
+
+
+class UnlinkFreesAnOpenFile(CachedFS):
+    """The last name going frees the data even while a descriptor holds the file."""
+
+    def iput(self, inode: Inode) -> None:
+        if inode.nlink == 0:
+            self.drop_folios(inode, 0)
+            inode.store.clear()
+
+
+class RenameFreesTheOpenTarget(CachedFS):
+    """rename frees the file it replaces at once, though a descriptor holds it."""
+
+    def replace_target(self, name: str) -> None:
+        inode = self.names[name]
+        self.drop_link(name)
+        self.drop_folios(inode, 0)
+        inode.store.clear()
+        inode.size = 0
+
+
+class NameCacheKeptAfterUnlinkAndRename(CachedFS):
+    """A name that goes away is not dropped from the name cache: lookups that were
+    cached still find the old file."""
+
+    def drop_link(self, path: str) -> None:
+        inode = self.names.pop(path)
+        inode.nlink = 0
+        self.iput(inode)
+
+
+class RenameKeepsTheOldName(CachedFS):
+    """rename links the new name but forgets to remove the old one."""
+
+    def rename(self, src: str, dst: str) -> None:
+        inode = self.names.get(self.resolve(src))
+        super().rename(src, dst)
+        if inode is not None and not inode.is_dir:
+            self.names[self.resolve(src)] = inode
+
+
+class CopyRangeNotClippedAtSourceEof(CachedFS):
+    """copy_file_range copies ``count`` bytes whatever the source's size (the folio's
+    zeroes past EOF), extending the destination."""
+
+    def copy_len(self, inode: Inode, count: int, offset: int) -> int:
+        return count
+
+
+class CopyRangeOverlapCheckedOneWay(CachedFS):
+    """The same-file overlap check only looks for a destination after the source."""
+
+    @staticmethod
+    def overlap(a: int, b: int, count: int) -> bool:
+        return a <= b < a + count
+
+
+class CopyRangeOfZeroBytesExtends(CachedFS):
+    """A copy of nothing still moves the destination's EOF to its offset."""
+
+    def copy_data(self, src: Inode, dst: Inode, count: int, offset_src: int,
+                  offset_dst: int) -> int:
+        self.extend(dst, offset_dst)
+        return super().copy_data(src, dst, count, offset_src, offset_dst)
+
+
+class CopyRangeLeavesTheDestinationSize(CachedFS):
+    """copy_file_range writes the folios but never updates the destination's i_size."""
+
+    def copy_data(self, src: Inode, dst: Inode, count: int, offset_src: int,
+                  offset_dst: int) -> int:
+        return self.write_range(dst, self.read_range(src, offset_src, count), offset_dst)
+
+
+class FallocateOfZeroLengthAccepted(CachedFS):
+    """fallocate's range check lets a zero length through."""
+
+    @staticmethod
+    def bad_range(offset: int, length: int) -> bool:
+        return offset < 0 or length < 0
+
+
+class PunchHoleWithoutKeepSizeAccepted(CachedFS):
+    """The PUNCH_HOLE-needs-KEEP_SIZE rule is missing, so the punch also extends."""
+
+    @staticmethod
+    def bad_mode(mode: int) -> bool:
+        return CachedFS.bad_mode(mode | FALLOC_FL_KEEP_SIZE) if (
+            mode & FALLOC_FL_PUNCH_HOLE) else CachedFS.bad_mode(mode)
+
+
+class CollapseRangeReachingEofAccepted(CachedFS):
+    """collapse range compares with ``>`` where ``>=`` belongs, so a range that ends
+    exactly at EOF is collapsed instead of refused."""
+
+    def shift(self, inode: Inode, op: int, offset: int, length: int) -> None:
+        if op == FALLOC_FL_COLLAPSE_RANGE and offset + length == inode.size:
+            self.truncate(inode, offset)
+            return
+        super().shift(inode, op, offset, length)
+
+
+class ShiftAlignedToPagesNotBlocks(CachedFS):
+    """collapse and insert range check alignment to PAGE_SIZE, not the block size."""
+
+    def aligned(self, offset: int, length: int) -> bool:
+        return not (offset | length) % PAGE_SIZE
+
+
+class StBlocksInPageUnits(CachedFS):
+    """st_blocks is reported in 4 KiB units instead of 512-byte ones."""
+
+    def blocks(self, inode: Inode) -> int:
+        return super().blocks(inode) * 512 // PAGE_SIZE
+
+
+class StBlocksMissTheDirtyFolios(CachedFS):
+    """st_blocks counts only blocks already written back (delayed allocation not
+    reported)."""
+
+    def blocks(self, inode: Inode) -> int:
+        return len(inode.store) * self.blocksize // 512
+
+
+class TruncateKeepsTheBlocks(CachedFS):
+    """Truncate down drops the cached folios past EOF but not the blocks in the store:
+    a later extension reads the old data back."""
+
+    def truncate(self, inode: Inode, length: int) -> None:
+        if length < inode.size:
+            self.zero_tail(inode, length)
+            for folio in [f for f in self.cached(inode) if f.index * self.blocksize >= length]:
+                self.evict(folio)
+        inode.size = length
+
+
+class TruncateZeroesToThePageEnd(CachedFS):
+    """Truncate zeroes the rest of the EOF page, not of the EOF folio: a large folio
+    keeps stale bytes past EOF."""
+
+    def zero_tail(self, inode: Inode, length: int) -> None:
+        end = min(inode.size, -(-length // PAGE_SIZE) * PAGE_SIZE)
+        self.zero_range(inode, length, end)
+
+
+class MappedStoresNotDirtied(CachedFS):
+    """No page_mkwrite: stores through a shared mapping leave the folio clean, so
+    writeback and eviction never save them."""
+
+    def page_mkwrite(self, folio: Folio) -> None:
+        return None
+
+
+class MappedReadsBypassTheCache(CachedFS):
+    """Mapped reads come from the store, not the page cache: dirty data is missed."""
+
+    def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
+        inode = self._mapped(fd, offset, length, write=False)
+        out = bytearray()
+        for index in range(offset // self.blocksize,
+                           -(-(offset + length) // self.blocksize)):
+            out += inode.store.get(index, bytes(self.blocksize))
+        start = offset % self.blocksize
+        return bytes(out[start:start + length])
+
+
+class CacheKeyedByIndexOnly(CachedFS):
+    """The cache's key forgets the inode: two files share folios at the same index."""
+
+    def key(self, inode: Inode, index: int) -> tuple[int, int]:
+        return 0, index
+
+
+class PunchHoleFreesThePartialBlocks(CachedFS):
+    """Punch hole rounds the range outwards to whole blocks and frees them, zeroing
+    data on both sides of the hole."""
+
+    def zero_range(self, inode: Inode, start: int, end: int) -> None:
+        bs = self.blocksize
+        self.drop_folios(inode, start // bs, -(-end // bs) - 1)
+
+
+CACHED_BUGS: tuple[type[CachedFS], ...] = (
+    EvictionDropsDirtyFolios, WritebackOfTheFirstPageOnly, PartialWriteSkipsTheRead,
+    PageSizedWriteCountsAsAWholeFolio, ReadReturnsTheEofFolioTail, ShortReadAtFolioEnd,
+    ZeroLengthWriteExtends, WriteSetsTheSizeToItsEnd, OTruncOnlyResetsTheSize,
+    OAppendIgnored, OExclIgnored, OCreatTruncates, UnlinkFreesAnOpenFile,
+    RenameFreesTheOpenTarget, NameCacheKeptAfterUnlinkAndRename, RenameKeepsTheOldName,
+    CopyRangeNotClippedAtSourceEof, CopyRangeOverlapCheckedOneWay,
+    CopyRangeOfZeroBytesExtends, CopyRangeLeavesTheDestinationSize,
+    FallocateOfZeroLengthAccepted, PunchHoleWithoutKeepSizeAccepted,
+    CollapseRangeReachingEofAccepted, ShiftAlignedToPagesNotBlocks, StBlocksInPageUnits,
+    StBlocksMissTheDirtyFolios, TruncateKeepsTheBlocks, TruncateZeroesToThePageEnd,
+    MappedStoresNotDirtied, MappedReadsBypassTheCache, CacheKeyedByIndexOnly,
+    PunchHoleFreesThePartialBlocks,
+)
 
 BUGS: tuple[type[PassThrough], ...] = (
     StaleDataAfterTruncateUp,

@@ -1,0 +1,67 @@
+"""The catalogue of broken file systems against the default suites, run as a user runs
+them: ``pytest -p pytest_folio --pyargs pytest_folio.suites --folio-fs=pkg.mod:factory``
+(the MTD suites deselected: they never touch the file-system target). Every bug fails the
+run and the failure ends in a reproduction; the correct implementations pass it all.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from fsx_broken import BUGS, CACHED_BUGS
+
+HERE = Path(__file__).parent
+CATALOGUE = ([f"fsx_broken:{bug.__name__}.factory" for bug in BUGS]
+             + [f"fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
+# the wrappers' healthy base at one block size: CachedFS itself runs at all of them
+CORRECT = [("fsx_cachedfs:CachedFS",), ("fsx_broken:PassThrough.factory",
+                                        "--folio-block-sizes=4k")]
+REPRODUCTION = re.compile(r"(?:reproduce|fsx: replay it): (python -m pytest .*)")
+
+
+def default_suites(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
+    pytester.syspathinsert(HERE)
+    return pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
+                              "-k", "not mtd", f"--folio-fs={spec}", "--folio-fsx-seed=1",
+                              "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
+                              *extra)
+
+
+def test_the_catalogue_holds_at_least_thirty_distinct_bugs() -> None:
+    assert len(CATALOGUE) == len(set(CATALOGUE)) >= 30
+
+
+@pytest.mark.parametrize("args", CORRECT, ids=[a[0].split(":")[1] for a in CORRECT])
+def test_a_correct_file_system_passes_the_default_suites(pytester: pytest.Pytester,
+                                                          args: tuple[str, ...]) -> None:
+    result = default_suites(pytester, *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    assert result.parseoutcomes()["passed"] > 80
+
+
+@pytest.mark.parametrize("spec", CATALOGUE, ids=[s.split(":")[1] for s in CATALOGUE])
+def test_each_bug_is_caught_by_the_default_suites_with_a_reproduction(
+        pytester: pytest.Pytester, spec: str) -> None:
+    result = default_suites(pytester, spec, "-x")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    assert result.parseoutcomes()["failed"] == 1
+    assert REPRODUCTION.search(out), out[-3000:]
+
+
+@pytest.mark.parametrize(("spec", "select"), [
+    ("fsx_broken:OExclIgnored", "not mtd"),                       # a semantics test
+    ("fsx_broken:CollapseRangeWrongShift.factory", "test_fsx"),   # fsx, its .fsxops log
+])
+def test_the_printed_reproduction_fails_again(pytester: pytest.Pytester, spec: str,
+                                              select: str) -> None:
+    first = default_suites(pytester, spec, "-x", "-k", select)
+    found = REPRODUCTION.search(first.stdout.str())
+    assert found is not None, first.stdout.str()[-3000:]
+    words = shlex.split(found.group(1))
+    assert f"--folio-fs={spec}" in words
+    again = pytester.runpytest(*words[3:], "-p", "no:cacheprovider")
+    again.assert_outcomes(failed=1)
