@@ -168,6 +168,7 @@ class FolioSettings:
     compare_fail: float | None
     # option -> how messages name it ("--folio-mtd", or "ini key folio_mtd")
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    fs_oracle: str | None = None
 
     def source(self, option: str) -> str:
         """The option as the user gave it: its name, or ``ini key folio_x``."""
@@ -201,7 +202,6 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
     if chosen is not None:
         return chosen
     return random.SystemRandom().randrange(1, 1 << 31)
-    fs_oracle: str | None = None
 
 
 def check_order(order: int) -> int:

@@ -59,7 +59,7 @@ def test_a_broken_target_fails_at_its_first_difference_and_the_replay_agrees(
     assert found.group(2) != found.group(3)
     words = shlex.split(found.group(4))
     assert {"--folio-fs=fsx_broken:OAppendIgnored", "--folio-fs-oracle=reference",
-            "--folio-block-sizes=16K", "--folio-fsx-seed=7"} <= set(words)
+            "--folio-block-sizes=16K", "--folio-seed=7"} <= set(words)
     again = pytester.runpytest(*words[3:], "-p", "no:cacheprovider")
     again.assert_outcomes(failed=1)
     assert f"differential: {found.group(1)}: " in again.stdout.str()

@@ -25,7 +25,7 @@ REPRODUCTION = re.compile(r"(?:reproduce|fsx: replay it): (python -m pytest .*)"
 def default_suites(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
     pytester.syspathinsert(HERE)
     return pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
-                              "-k", "not mtd", f"--folio-fs={spec}", "--folio-fsx-seed=1",
+                              "-k", "not mtd", f"--folio-fs={spec}", "--folio-seed=1",
                               "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
                               *extra)
 

@@ -13,6 +13,8 @@ import pytest
 from pytest_folio.fsx.log import FL_KEEP_SIZE, OP_NAMES, read_fsxops
 
 HERE = Path(__file__).parent
+# test_fsx alone, without its aligned, large-file and Hypothesis siblings
+FSX_ONLY = "test_fsx and not hypothesis and not aligned and not large_file"
 
 USER_MODULE = f"""
 import sys
@@ -50,7 +52,7 @@ def pytest_folio_measurement(item, measurement):
     result = pytester.runpytest(
         "-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fsx", "-v",
         "--folio-fs=reference:features=full", "--folio-block-sizes=4k,2M",
-        "--folio-fsx-ops=2000", "--folio-fsx-seed=5", "-k", "not hypothesis")
+        "--folio-fsx-ops=2000", "--folio-fsx-seed=5", "-k", FSX_ONLY)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*TestFsx::test_fsx?4K? PASSED*",
                                  "*TestFsx::test_fsx?2M? PASSED*"])
@@ -70,8 +72,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
     fsx_dir = pytester.path / "fsxlogs"
     result = pytester.runpytest(
         "-p", "pytest_folio", "--folio-fsx-seed=3", "--folio-fsx-ops=3000",
-        "--folio-block-sizes=4k", f"--folio-fsx-dir={fsx_dir}", "-rf", "-k",
-        "not hypothesis")
+        "--folio-block-sizes=4k", f"--folio-fsx-dir={fsx_dir}", "-rf", "-k", FSX_ONLY)
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     # the fsx report section: fsx's own formats
@@ -88,7 +89,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
     words = shlex.split(replay.group(1))
     assert words[:5] == ["python", "-m", "pytest", "-p", "pytest_folio"]
     assert words[5] == f"{pytester.path / 'test_user.py'}::TestBroken::test_fsx"
-    assert f"--folio-fsx-replay={ops}" in words and "--folio-fsx-seed=3" in words
+    assert f"--folio-fsx-replay={ops}" in words and "--folio-seed=3" in words
     assert re.search(r"fsx: rerun the random run: python -m pytest .*--folio-fsx-ops=3000",
                      out)
     # the passing classes kept their logs too (--folio-fsx-dir records them)
@@ -138,7 +139,7 @@ class TestArgs(FsxSuite):
     def filesystem(self):
         return MemFS()
 """)
-    result = pytester.runpytest("-p", "pytest_folio", "-k", "test_fsx and not hyp",
+    result = pytester.runpytest("-p", "pytest_folio", "-k", FSX_ONLY,
                                            "--folio-block-sizes=4k")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*TestArgs.fsx_args: fsx: not a number: 'zero'*"])
@@ -149,7 +150,7 @@ class TestArgs(FsxSuite):
 def test_seed_chosen_once_gives_the_same_logs_serially_and_under_xdist(
         pytester: pytest.Pytester) -> None:
     common = ["-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fsx", "-k",
-              "test_fsx and not hypothesis", "--folio-fsx-ops=400",
+              FSX_ONLY, "--folio-fsx-ops=400",
               "--folio-block-sizes=4k,16k"]
     xdist = pytester.runpytest(*common, "-n", "2",
                                           f"--folio-fsx-dir={pytester.path / 'xdist'}")
