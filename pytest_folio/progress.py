@@ -14,6 +14,7 @@ listening:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -55,13 +56,21 @@ class PytestProgress:
     def _reporter(self) -> Any:
         return self.config.pluginmanager.get_plugin("terminalreporter")
 
+    def _uncaptured(self) -> Any:
+        """Output capture off while writing (a test's capture would swallow it), as
+        pytest's live logging does."""
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        return (capture.global_and_fixture_disabled() if capture is not None
+                else contextlib.nullcontext())
+
     def show(self, message: str) -> None:
         tr = self._reporter()
         verbosity = self.config.get_verbosity()
         if tr is None or verbosity < 0:
             return
         if verbosity >= 1 or os.environ.get("CI"):
-            tr.write_line(f"folio: {message}")
+            with self._uncaptured():
+                tr.write_line(f"folio: {message}")
             return
         tw = tr._tw
         if not getattr(tr, "isatty", False):
@@ -69,15 +78,17 @@ class PytestProgress:
         # the status line goes past the writer's own bookkeeping, so pytest's line and
         # its [ NN%] column are put back exactly by clear()
         width = max(20, tw.fullwidth - 1)
-        tw._file.write("\r\x1b[K" + f"folio: {message}"[:width])
-        tw._file.flush()
+        with self._uncaptured():
+            tw._file.write("\r\x1b[K" + f"folio: {message}"[:width])
+            tw._file.flush()
         self.shown = True
 
     def clear(self) -> None:
         if self.shown:
             tw = self._reporter()._tw
-            tw._file.write("\r\x1b[K" + tw._current_line)
-            tw._file.flush()
+            with self._uncaptured():
+                tw._file.write("\r\x1b[K" + tw._current_line)
+                tw._file.flush()
             self.shown = False
 
     # cleared before the terminal reporter writes its letter or summary

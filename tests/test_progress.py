@@ -57,7 +57,8 @@ def test_on_a_terminal_the_status_line_is_rewritten_and_pytests_line_put_back(
     reporter = SimpleNamespace(_tw=tw, isatty=True)
     config = SimpleNamespace(
         get_verbosity=lambda: 0,
-        pluginmanager=SimpleNamespace(get_plugin=lambda name: reporter))
+        pluginmanager=SimpleNamespace(
+            get_plugin=lambda name: reporter if name == "terminalreporter" else None))
     shower = progress.PytestProgress(config)
     shower.show("mtd_stresstest: 1024 operations done")
     shower.show("mtd_stresstest: 2048 operations done, and a long tail that is cut")
