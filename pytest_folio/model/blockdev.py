@@ -17,7 +17,7 @@ from types import TracebackType
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import Folio
-from pytest_folio.model.memory import PhysicalMemory
+from pytest_folio.model.memory import PhysicalMemory, discard_pages
 from pytest_folio.model.stats import Stats
 from pytest_folio.sizes import format_size, ilog2, is_power_of_two
 
@@ -83,6 +83,7 @@ class BlockDevice:
         self.read_only = read_only
         self.path = None if path is None else os.fspath(path)
         self.name = name or self.path or "ram0"
+        self._owns_memory = memory is None
         if memory is None:
             memory = PhysicalMemory(-(-size // _HUGE) * _HUGE + _HUGE, stats)
         self.memory = memory
@@ -92,8 +93,14 @@ class BlockDevice:
         self.bd_mapping.i_size = size
         self._fd = -1
         self._store: memoryview | None = None
+        self._store_map: mmap.mmap | None = None
         if self.path is None:
-            self._store = memoryview(mmap.mmap(-1, size))
+            try:
+                self._store_map = mmap.mmap(-1, size)
+                self._store = memoryview(self._store_map)
+            except (OSError, OverflowError) as exc:
+                raise ValueError(f"cannot reserve {format_size(size)} for the block "
+                                 f"device's store: {exc}") from None
         else:
             self._open_file(self.path)
 
@@ -193,6 +200,17 @@ class BlockDevice:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def release(self) -> None:
+        """Close, then hand the pages of the page cache (when the device made its own
+        memory) and of the in-memory store back to the operating system now: for a
+        device no one reads again (a finished test), whose objects would otherwise wait
+        for Python's cycle collector. Both read as zeroes afterwards."""
+        self.close()
+        if self._owns_memory:
+            self.memory.release()
+        if self._store_map is not None:
+            discard_pages(self._store_map)
 
     def __enter__(self) -> BlockDevice:
         return self

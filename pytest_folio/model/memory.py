@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     from pytest_folio.model.folio import Folio
 
 
+# An anonymous mmap is shared memory (MAP_SHARED): MADV_DONTNEED would only unmap its
+# pages, MADV_REMOVE frees them (Linux); elsewhere DONTNEED is the best there is.
+_DISCARD = getattr(mmap, "MADV_REMOVE", getattr(mmap, "MADV_DONTNEED", None))
+
+
+def discard_pages(mm: mmap.mmap) -> None:
+    """Free the pages of an anonymous mapping now; it reads as zeroes afterwards."""
+    if _DISCARD is not None:
+        mm.madvise(_DISCARD)
+
+
 class PhysicalMemory:
     """``size`` bytes of page frames handed out in naturally aligned blocks of 2**order pages.
 
@@ -104,6 +115,13 @@ class PhysicalMemory:
             raise ValueError(f"split_pages({pfn}, {order}, {new_order}): not a block to split")
         for sub in range(pfn, pfn + (1 << order), 1 << new_order):
             self.allocated[sub] = new_order
+
+    def release(self) -> None:
+        """Hand every page of the buffer back to the operating system now; it reads as
+        zeroes afterwards. For the owner of a finished model: mappings and their folios
+        refer to each other, so without this the buffer lives until Python's cycle
+        collector runs, which can be many tests later."""
+        discard_pages(self._mm)
 
     @property
     def buffer(self) -> memoryview:

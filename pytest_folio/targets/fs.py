@@ -110,7 +110,12 @@ class FsTarget:
         if self.spec.kind == "reference":
             from pytest_folio.model.ramfs import Ramfs
 
-            yield Ramfs(blocksize=blocksize, **self.ramfs_options)
+            ramfs = Ramfs(blocksize=blocksize, **self.ramfs_options)
+            try:
+                yield ramfs
+            finally:  # now, not when the cycle collector finds the model's objects
+                ramfs.umount()
+                ramfs.memory.release()
             return
         assert self.spec.factory is not None
         if scratch is None:
