@@ -95,6 +95,12 @@ _OFF_FLAGS = {"O": "randomoplen", "n": "sizechecks", "R": "mapped_reads",
               "H": "punch_hole_calls", "z": "zero_range_calls", "C": "collapse_range_calls",
               "I": "insert_range_calls", "E": "copy_range_calls", "Y": "fsync_calls"}
 
+# fsx's flags that turn off what this engine never does, accepted and ignored so an
+# xfstests command line carries over: -a atomic writes, -T dontcache I/O, -J clone
+# range, -B dedupe range, -0 exchange range, -u unshare range.
+NOOP_FLAGS = {"a": "atomic writes", "T": "dontcache I/O", "J": "clone range",
+              "B": "dedupe range", "0": "exchange range", "u": "unshare range"}
+
 
 def parse_fsx_args(args: str | Sequence[str], base: FsxOptions | None = None) -> FsxOptions:
     """Apply fsx command-line flags (``"-l 1m -o 128k -c 4 -W"``) on top of ``base``.
@@ -104,7 +110,7 @@ def parse_fsx_args(args: str | Sequence[str], base: FsxOptions | None = None) ->
     """
     argv = shlex.split(args) if isinstance(args, str) else list(args)
     shortopts = "".join(f"{flag}:" for flag in _VALUE_FLAGS) + "".join(_ON_FLAGS) + "".join(
-        _OFF_FLAGS)
+        _OFF_FLAGS) + "".join(NOOP_FLAGS)
     try:
         pairs, rest = getopt.getopt(argv, shortopts)
     except getopt.GetoptError as exc:
@@ -118,6 +124,8 @@ def parse_fsx_args(args: str | Sequence[str], base: FsxOptions | None = None) ->
             changes[_VALUE_FLAGS[letter]] = getnum(value)
         elif letter in _ON_FLAGS:
             changes[_ON_FLAGS[letter]] = True
+        elif letter in NOOP_FLAGS:
+            continue
         else:
             changes[_OFF_FLAGS[letter]] = False
     return (base or FsxOptions()).replace(**changes)

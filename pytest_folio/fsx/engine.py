@@ -23,7 +23,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -52,6 +52,7 @@ from pytest_folio.fsx.log import (
     OP_ZERO_RANGE,
     LogEntry,
     dump_line,
+    extent,
     op_args_count,
     write_fsxops,
 )
@@ -689,7 +690,9 @@ class FsxEngine:
             self._fail(210)
 
     def reopen(self) -> None:
-        """fsx's docloseopen(): close the file and open it again."""
+        """fsx's docloseopen(): close the file, drop its cached pages where the target
+        can (its optional ``drop_caches(path)``; fsx writes 3 to drop_caches), and open
+        it again."""
         assert self.fd is not None
         try:
             self.fs.close(self.fd)
@@ -697,6 +700,13 @@ class FsxEngine:
             self._prterr("docloseopen: close", exc)
             self._fail(180)
         self.fd = None
+        drop_caches = getattr(self.fs, "drop_caches", None)
+        if callable(drop_caches):
+            try:
+                drop_caches(self.path)
+            except OSError as exc:
+                self._prterr("docloseopen: drop_caches", exc)
+                self._fail(181)
         try:
             self.fd = self.fs.open(self.path, os.O_RDWR, 0)
         except OSError as exc:
@@ -726,12 +736,13 @@ class FsxEngine:
             return
         self.prt(f"READ BAD DATA: offset = {offset:#x}, size = {size:#x}, "
                  f"fname = {self.fname}")
-        self.prt("OFFSET\tGOOD\tBAD\tRANGE")
+        # the table in current fsx's layout: columns of 10, 6 and 6, two spaces apart
+        self.prt(f"{'OFFSET':<10}  {'GOOD':<6}  {'BAD':<6}  RANGE")
         bad = _bad_bytes(buf, good, offset)
         for n, i in enumerate(itertools.islice(bad, 16)):
             off = offset + i
-            self.prt(f"0x{off:05x}\t0x{_short_at(good, off):04x}\t"
-                     f"0x{_short_at(buf, i):04x}\t0x{n:05x}")
+            self.prt(f"{f'0x{off:x}':<10}  0x{_short_at(good, off):04x}  "
+                     f"0x{_short_at(buf, i):04x}  0x{n:x}")
             j = i + 1 if off & 1 else i
             opnum = buf[j] if j < size else 0
             if opnum:
@@ -822,10 +833,33 @@ class FsxEngine:
         good = Path(f"{base}.fsxgood")
         good.write_bytes(self.model.contents())
         self.prt("Correct content saved for comparison")
-        self.prt(f'(maybe hexdump "{self.fname}" vs "{good}")')
+        saved = {"fsxops": ops, "fsxgood": good}
+        kept = Path(f"{base}.dat")
+        if self._keep_target_file(kept):
+            saved["dat"] = kept
+            self.prt(f'(maybe hexdump "{kept}" vs "{good}"; {kept.name} is what '
+                     f'{self.fname} held)')
+        else:
+            self.prt(f'(maybe hexdump "{self.fname}" vs "{good}")')
         log = Path(f"{base}.fsxlog")
         log.write_text("\n".join(self.lines) + "\n")
-        return {"fsxops": ops, "fsxgood": good, "fsxlog": log}
+        return {**saved, "fsxlog": log}
+
+    def _keep_target_file(self, path: Path) -> bool:
+        """Copy what the target's file holds beside the other files, for the hexdump
+        fsx suggests: a directory target's scratch directory, and a model's file, are
+        gone once the test ends. False when the target cannot be read any more."""
+        try:
+            fd = self.fs.open(self.path, os.O_RDONLY)
+            try:
+                size = self.fs.fstat(fd).st_size
+                data = self.fs.pread(fd, size, 0) if size else b""
+            finally:
+                self.fs.close(fd)
+        except Exception:  # a target that already failed may fail here too: keep the report
+            return False
+        path.write_bytes(data)
+        return True
 
     # -- whole runs ------------------------------------------------------------------
     def finish(self) -> FsxResult:
@@ -863,7 +897,7 @@ class FsxEngine:
     def run(self, replay: Sequence[LogEntry] | None = None) -> FsxResult:
         """``numops`` random operations, or every operation of a replayed log."""
         if replay is not None:
-            needed = max((_extent(entry) for entry in replay), default=0)
+            needed = max((extent(entry) + 1 for entry in replay), default=0)
             if needed > self.maxfilelen:
                 self._setup(needed)
         self.start()
@@ -894,26 +928,49 @@ class FsxEngine:
             self._record()
         return self.result()
 
-    def _replay(self, entries: Iterable[LogEntry]) -> None:
-        """fsx --replay-ops: skipped entries are logged again without running."""
-        for entry in entries:
+    def _replay(self, entries: Sequence[LogEntry]) -> None:
+        """fsx --replay-ops: skipped entries are logged again without running.
+
+        Each entry records the file size before it, so after an operation the log ran and
+        this target cannot (a clone, a fallocate mode it lacks), the file is truncated to
+        the size the log's next operation saw, on the target and in the model alike:
+        the rest of the log then does what it did when it was recorded, instead of
+        failing on a file of another size."""
+        diverged = False
+        for i, entry in enumerate(entries):
             if entry.flags & FL_SKIPPED:
                 args = (*entry.args[:-1], self.model.size)
                 self.log.append(LogEntry(entry.op, args, entry.flags))
                 self.skipped_noop[OP_NAMES[entry.op]] += 1
                 continue
             self.step(entry)
+            if i + 1 == len(entries) or self.model.size == entries[i + 1].args[-1]:
+                continue
+            recorded = entries[i + 1].args[-1]
+            if self.log[-1].flags & FL_SKIPPED:
+                self._follow_log_size(i + 1, entry, recorded)
+            elif not diverged:
+                diverged = True
+                self.prt(f"fsx: the replay leaves the log's file sizes after operation "
+                         f"{i + 1} ({entry.name}): {self.model.size:#x} here, "
+                         f"{recorded:#x} when recorded (replay with the fsx options and "
+                         "block size the log was recorded with)")
 
-
-def _extent(entry: LogEntry) -> int:
-    """The file length an entry needs the model to hold."""
-    args = entry.args
-    ends = [args[0] + args[1], args[-1]]
-    if entry.op == OP_TRUNCATE:
-        ends.append(args[1])
-    if op_args_count(entry.op) == 4:
-        ends.append(args[2] + args[1])
-    return max(ends) + 1
+    def _follow_log_size(self, opnum: int, entry: LogEntry, size: int) -> None:
+        self.prt(f"fsx: operation {opnum} ({entry.name}) ran when the log was recorded, not "
+                 f"here: truncating {self.model.size:#x} to {size:#x}, the size the log "
+                 "had next")
+        self.closeopen = False
+        self._log(OP_TRUNCATE, (0, size, self.model.size))
+        assert self.fd is not None
+        try:
+            self.fs.ftruncate(self.fd, size)
+        except OSError as exc:
+            self._prterr("replay: ftruncate", exc)
+            self._fail(160)
+        self.model.truncate(size)
+        if self.opts.sizechecks:
+            self.check_size()
 
 
 def summary_line(result: FsxResult, fs: object) -> str:

@@ -10,6 +10,12 @@ destination offset before the file size) and flags. ``dump_line`` renders the
 
 Blank lines and lines starting with ``#`` are ignored, numbers are read as C's
 ``strtoul(s, 0)`` does (``0x1f``, ``017``, ``15``).
+
+xfstests' fsx runs an ``fsync`` line only with ``-i LOGDEV`` (dm-log-writes), and stops a
+replay at the first one otherwise. So our logs write an fsync as ``skip fsync ...``, which
+fsx replays as a skipped operation, under a first comment line (:data:`FSYNC_NOTE`) that
+tells our reader to run those as fsyncs again: a log of ours replays on the real fsx
+unchanged, and on ours with every operation it recorded.
 """
 
 from __future__ import annotations
@@ -55,6 +61,15 @@ FL_CLOSE_OPEN = 2
 FL_KEEP_SIZE = 4
 FL_UNSHARE = 8
 _FLAG_WORDS = {"keep_size": FL_KEEP_SIZE, "close_open": FL_CLOSE_OPEN, "unshare": FL_UNSHARE}
+
+
+# The first line of every log we write: fsx ignores it as a comment; parse_fsxops reads
+# "skip fsync" lines under it as fsyncs.
+FSYNC_NOTE = ("# pytest-folio: 'skip fsync' lines are fsyncs (xfstests' fsx replays fsync "
+              "only with -i)")
+# A replayed operation may reach at most this far into the file: the model holds the
+# whole file (and fsx's data pattern) in memory, as fsx's good_buf does.
+MAX_REPLAY_FILE_LEN = 1 << 30
 
 
 class LogEntry(NamedTuple):
@@ -162,8 +177,9 @@ def dump_line(opnum: int, entry: LogEntry, badoff: int = -1) -> str:
 
 
 def fsxops_line(entry: LogEntry, badoff: int = -1) -> str:
-    """The ``.fsxops`` line of one entry, without the newline."""
-    words = ["skip"] if entry.flags & FL_SKIPPED else []
+    """The ``.fsxops`` line of one entry, without the newline (an fsync as ``skip
+    fsync``, which xfstests' fsx replays without ``-i``)."""
+    words = ["skip"] if entry.flags & FL_SKIPPED or entry.op == OP_FSYNC else []
     words.append(OP_NAMES[entry.op])
     words.extend(f"{arg:#x}" for arg in entry.args)
     words.extend(word for word, bit in _FLAG_WORDS.items() if entry.flags & bit)
@@ -173,7 +189,8 @@ def fsxops_line(entry: LogEntry, badoff: int = -1) -> str:
 
 
 def format_fsxops(entries: Iterable[LogEntry], badoff: int = -1) -> str:
-    return "".join(fsxops_line(entry, badoff) + "\n" for entry in entries)
+    return FSYNC_NOTE + "\n" + "".join(fsxops_line(entry, badoff) + "\n"
+                                       for entry in entries)
 
 
 def write_fsxops(path: str | os.PathLike[str], entries: Iterable[LogEntry],
@@ -201,11 +218,29 @@ def _strtoul(word: str) -> int | None:
     return None
 
 
+def extent(entry: LogEntry) -> int:
+    """How long the file must be to hold what a performed entry touches (a skipped one
+    touches nothing: fsx logs the raw random offsets of what it skipped)."""
+    if entry.flags & FL_SKIPPED:
+        return 0
+    args = entry.args
+    ends = [args[0] + args[1], args[-1]]
+    if entry.op == OP_TRUNCATE:
+        ends.append(args[1])
+    if op_args_count(entry.op) == 4:
+        ends.append(args[2] + args[1])
+    return max(ends)
+
+
 def parse_fsxops(text: str, source: str = "<fsxops>") -> list[LogEntry]:
-    """Read a ``.fsxops`` log; raise FsxopsError naming the file and line on bad input."""
+    """Read a ``.fsxops`` log; raise FsxopsError naming the file and line on bad input
+    (also an operation reaching past :data:`MAX_REPLAY_FILE_LEN`)."""
     entries: list[LogEntry] = []
+    fsync_note = False
     for lineno, line in enumerate(text.splitlines(), 1):
         words = line.split()
+        if line.strip() == FSYNC_NOTE:
+            fsync_note = True
         if not words or words[0].startswith("#"):
             continue
 
@@ -237,7 +272,15 @@ def parse_fsxops(text: str, source: str = "<fsxops>") -> list[LogEntry]:
                 flags |= _FLAG_WORDS[word]
             elif word != "*":
                 raise fail(f"unexpected {word!r} after the numbers")
-        entries.append(LogEntry(op, tuple(args), flags))
+        if op == OP_FSYNC and fsync_note:
+            flags &= ~FL_SKIPPED
+        entry = LogEntry(op, tuple(args), flags)
+        if extent(entry) > MAX_REPLAY_FILE_LEN:
+            raise fail(f"{words[0]} reaches {extent(entry):#x}, past the "
+                       f"{MAX_REPLAY_FILE_LEN >> 30} GiB a replayed file may have")
+        entries.append(entry)
+    if not entries:
+        raise FsxopsError(f"{source}: holds no operations")
     return entries
 
 

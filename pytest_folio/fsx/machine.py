@@ -20,8 +20,15 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from pytest_folio.fsx.config import QUICK, THOROUGH, FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
@@ -177,8 +184,15 @@ def fsx_machine(filesystem: Callable[[], FileSystem],
 
 
 def run_fsx_machine(filesystem: Callable[[], FileSystem], options: FsxOptions | None = None,
-                    profile: str = QUICK) -> None:
+                    profile: str = QUICK, *, seed: int | None = None) -> None:
     """Run the machine under a registered profile (``fsx-quick``, ``fsx-thorough``, or
-    any profile of your own); raises :class:`FsxStateFailure` with the shrunk log."""
-    run_state_machine_as_test(fsx_machine(filesystem, options),
-                              settings=settings.get_profile(profile))
+    any profile of your own); raises :class:`FsxStateFailure` with the shrunk log.
+
+    With ``seed`` (the suite passes the run's seed) the sequences Hypothesis tries are
+    that seed's: the same seed tries the same ones again, another seed others."""
+    machine = fsx_machine(filesystem, options)
+    if seed is None:
+        run_state_machine_as_test(machine, settings=settings.get_profile(profile))
+        return
+    hypothesis_seed(seed)(get_state_machine_test(
+        machine, settings=settings.get_profile(profile)))()

@@ -10,7 +10,8 @@ Safety rule (SPEC section 5, ``--folio-allow-destructive``): suites normally wor
 fresh subdirectory that this module creates and removes, so they may run in any existing
 directory. Working in the directory itself (:func:`directory_filesystem` with
 ``fresh=False``) is destructive use and is refused on a non-empty directory unless
-``allow_destructive`` is set.
+``allow_destructive`` is set. The subdirectory is removed after the test, also when the
+test fails, is interrupted (Ctrl-C) or the process gets SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import ctypes.util
 import errno
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
@@ -75,6 +78,49 @@ def check_mapped_range(offset: int, length: int, size: int) -> None:
             errno.EFAULT,
             f"mapped access to [{offset}, {offset + length}) goes past the page holding EOF "
             f"(file size {size}, mapping ends at {limit}): SIGBUS")
+
+
+def _hole_bytes(fd: int, start: int, end: int) -> int:
+    """How much of [start, end) holds no data (SEEK_DATA/SEEK_HOLE; all of it where the
+    file system cannot say)."""
+    holes, pos = 0, start
+    try:
+        while pos < end:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no data from here on
+                    raise
+                data = end
+            holes += min(data, end) - pos
+            if data >= end:
+                break
+            pos = os.lseek(fd, data, os.SEEK_HOLE)
+    except OSError:
+        return end - start
+    return holes
+
+
+def check_room_for_mapping(fd: int, offset: int, length: int, *, write: bool) -> None:
+    """A fault the file system cannot back with a page is SIGBUS, which kills the
+    process: refuse the access as ENOSPC while the file system has less room than it may
+    need. A write may need every page it touches (copy-on-write file systems allocate
+    even where data is); a read, the holes among them (tmpfs allocates a page for a read
+    fault on a hole). A file system with no limit (ramfs reports no blocks) is not
+    checked; one that runs out after this check (another writer, metadata) can still
+    send SIGBUS."""
+    vfs = os.fstatvfs(fd)
+    if not vfs.f_blocks or length <= 0:
+        return
+    start = offset - offset % PAGE_SIZE
+    end = -(-(offset + length) // PAGE_SIZE) * PAGE_SIZE
+    need = end - start if write else _hole_bytes(fd, start, end)
+    room = vfs.f_bavail * vfs.f_frsize
+    if need and room < need:
+        raise OSError(errno.ENOSPC,
+                      f"mapped {'write' if write else 'read'} of {length} bytes at {offset} "
+                      f"may need {need} bytes of new pages and the file system has {room} "
+                      f"(a fault it cannot back is SIGBUS): {os.strerror(errno.ENOSPC)}")
 
 
 @contextmanager
@@ -214,6 +260,7 @@ class DirectoryFS:
             return b""
         with _mapping(self._fd(fd), offset, length, PROT_READ) as (addr, skip):
             check_mapped_range(offset, length, os.fstat(fd).st_size)
+            check_room_for_mapping(fd, offset, length, write=False)
             return ctypes.string_at(addr + skip, length)
 
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
@@ -222,9 +269,21 @@ class DirectoryFS:
             return
         with _mapping(self._fd(fd), offset, len(data), PROT_READ | PROT_WRITE) as (addr, skip):
             check_mapped_range(offset, len(data), os.fstat(fd).st_size)
+            check_room_for_mapping(fd, offset, len(data), write=True)
             ctypes.memmove(addr + skip, bytes(data), len(data))
             if _libc.msync(addr, skip + len(data), MS_SYNC) != 0:
                 _raise_errno(f"msync(offset={offset - skip}, length={skip + len(data)})")
+
+    def drop_caches(self, path: str) -> None:
+        """Drop the file's clean cached pages (POSIX_FADV_DONTNEED, which also starts
+        writeback of dirty ones), so the next read comes from the file system: what fsx's
+        close/open does with ``echo 3 > /proc/sys/vm/drop_caches``, for this file only
+        and without root. tmpfs and ramfs keep their pages: they are the only copy."""
+        fd = os.open(self._path(path), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
     # -- names -------------------------------------------------------------------------
     def unlink(self, path: str) -> None:
@@ -246,6 +305,31 @@ class DirectoryFS:
         return os.stat(self._path(path))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process was, so cleanup runs as it does on Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a scratch directory exists, SIGTERM unwinds like SIGINT (pytest then tears
+    the fixtures down, removing it) instead of ending the process on the spot. Only in
+    the main thread, and only over the default action: a handler someone installed is
+    theirs."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated(f"signal {signum} (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @contextmanager
 def directory_filesystem(path: str | os.PathLike[str], *, fresh: bool = True,
                          allow_destructive: bool = False) -> Iterator[DirectoryFS]:
@@ -265,8 +349,9 @@ def directory_filesystem(path: str | os.PathLike[str], *, fresh: bool = True,
         root = path
     fs: DirectoryFS | None = None
     try:
-        fs = DirectoryFS(root)
-        yield fs
+        with _sigterm_as_interrupt():
+            fs = DirectoryFS(root)
+            yield fs
     finally:
         if fs is not None:
             fs.umount()

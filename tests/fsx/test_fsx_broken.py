@@ -36,8 +36,8 @@ def test_each_bug_is_caught_at_the_default_settings(bug: type[PassThrough],
     lines = failure.report.splitlines()
     if lines[0].startswith("READ BAD DATA"):
         # the table's first row is the first bad offset, and the file really differs there
-        assert lines[1] == "OFFSET\tGOOD\tBAD\tRANGE"
-        assert int(lines[2].split("\t")[0], 16) == failure.badoff
+        assert lines[1] == "OFFSET      GOOD    BAD     RANGE"
+        assert int(lines[2].split()[0], 16) == failure.badoff
         stored = inner.files["fsx.dat"][failure.badoff:failure.badoff + 1]
         good = engine.model.buf[failure.badoff:failure.badoff + 1]
         if bug.__name__ not in CACHE_BUGS:

@@ -32,7 +32,7 @@ def test_healthy_file_system_passes() -> None:
 @pytest.mark.parametrize("bug", [FallocKeepSizeExtends])
 def test_failure_is_shrunk_and_printed_as_fsxops(bug: type) -> None:
     with pytest.raises(FsxStateFailure) as info:
-        run_fsx_machine(lambda: bug(MemFS()), profile="fsx-unit-test")
+        run_fsx_machine(lambda: bug(MemFS()), profile="fsx-unit-test", seed=1)
     failure = info.value
     entries = parse_fsxops(failure.fsxops_text)
     assert 1 <= len(entries) <= 4, failure.fsxops_text
@@ -41,3 +41,14 @@ def test_failure_is_shrunk_and_printed_as_fsxops(bug: type) -> None:
     with pytest.raises(FsxFailure):
         FsxEngine(bug(MemFS()), FsxOptions(closeprob=0)).run(replay=entries)
     FsxEngine(MemFS(), FsxOptions(closeprob=0)).run(replay=entries)
+
+
+def test_a_seed_tries_the_same_sequences_again() -> None:
+    """The suite passes the run's seed: a failure it found comes back with --folio-seed."""
+    found = []
+    for _ in range(2):
+        with pytest.raises(FsxStateFailure) as info:
+            run_fsx_machine(lambda: FallocKeepSizeExtends(MemFS()), profile="fsx-unit-test",
+                            seed=4)
+        found.append(info.value.fsxops_text)
+    assert found[0] == found[1]

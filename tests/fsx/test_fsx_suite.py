@@ -77,7 +77,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
     out = result.stdout.str()
     # the fsx report section: fsx's own formats
     assert "READ BAD DATA: offset = 0x" in out
-    assert "OFFSET\tGOOD\tBAD\tRANGE" in out
+    assert "OFFSET      GOOD    BAD     RANGE" in out
     assert re.search(r"LOG DUMP \(\d+ total operations\):", out)
     assert "All 3000 operations completed A-OK!" not in out  # passing output stays quiet
     summary = re.search(r"fsx: READ BAD DATA: .*first bad offset (0x[0-9a-f]+)", out)
@@ -183,15 +183,16 @@ class TestKeepSize(FsxSuite):
     def filesystem(self):
         return FallocKeepSizeExtends(MemFS())
 """)
+    # the run's seed pins the sequences Hypothesis tries: no test may depend on luck
     result = pytester.runpytest("-p", "pytest_folio", "--folio-block-sizes=4k", "-k",
-                                "hypothesis")
+                                "hypothesis", "--folio-fsx-seed=1")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "fsx (Hypothesis, shrunk): Size error: expected 0x" in out
     saved = re.search(r"fsx: operation log: (\S+-hypothesis\.fsxops)", out)
     assert saved is not None
     entries = read_fsxops(saved.group(1))
-    assert [OP_NAMES[e.op] for e in entries] == ["fallocate"]
-    assert entries[0].flags & FL_KEEP_SIZE
+    assert len(entries) <= 3 and OP_NAMES[entries[-1].op] == "fallocate"  # shrunk
+    assert entries[-1].flags & FL_KEEP_SIZE
     replay = re.search(r"fsx: replay it: (python -m pytest .*)", out)
     assert replay is not None and "TestKeepSize::test_fsx " in replay.group(1) + " "
