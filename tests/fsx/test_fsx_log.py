@@ -10,6 +10,7 @@ from pytest_folio.fsx.log import (
     FL_CLOSE_OPEN,
     FL_KEEP_SIZE,
     FL_SKIPPED,
+    FSYNC_NOTE,
     OP_CLONE_RANGE,
     OP_COPY_RANGE,
     OP_FALLOCATE,
@@ -65,11 +66,13 @@ def test_fsxops_round_trip_keeps_every_field(tmp_path: Path) -> None:
         LogEntry(OP_FSYNC, (0, 0, 0x110)),
     ]
     path = write_fsxops(tmp_path / "x.fsxops", entries, badoff=0x15)
-    text = path.read_text()
-    assert text.splitlines()[0] == "write 0x10 0x20 0x0 *"
-    assert text.splitlines()[1] == "fallocate 0x0 0x1000 0x30 keep_size close_open *"
-    assert text.splitlines()[2] == "skip read 0x0 0x0 0x30"
-    assert text.splitlines()[3] == "copy_range 0x0 0x10 0x100 0x30"
+    lines = path.read_text().splitlines()
+    assert lines[0] == FSYNC_NOTE          # a comment to fsx: fsync lines follow as skips
+    assert lines[1] == "write 0x10 0x20 0x0 *"
+    assert lines[2] == "fallocate 0x0 0x1000 0x30 keep_size close_open *"
+    assert lines[3] == "skip read 0x0 0x0 0x30"
+    assert lines[4] == "copy_range 0x0 0x10 0x100 0x30"
+    assert lines[5] == "skip fsync 0x0 0x0 0x110"
     assert read_fsxops(path) == entries
     assert not (tmp_path / "x.fsxops.tmp").exists()
 
