@@ -55,6 +55,13 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "and printed in the header)", None, "string"),
     ("--folio-autosave", "save this run's timings, numbered, under .folio/ in the rootdir",
      None, "bool"),
+    ("--folio-erasesizes", "erasesizes the MTD suites that check data run at, per folio "
+     "order (default: smaller than, equal to and larger than the folio)", None, "string"),
+    ("--folio-mtd-replay", "replay this MTD operation log (.mtdops) in the MTD fsx suite "
+     "instead of a random run", None, "string"),
+    ("--folio-mtd-oracle", "differential mode: run the MTD fsx suite's operations on the "
+     "target and on this oracle (reference[:knob=value,...]) and compare every result",
+     None, "string"),
 ]
 
 
@@ -174,6 +181,9 @@ class FolioSettings:
         """The option as the user gave it: its name, or ``ini key folio_x``."""
         return self.sources.get(option, option)
     autosave: bool = False
+    erasesizes: tuple[int, ...] = ()     # empty: chosen per folio order
+    mtd_replay: Path | None = None
+    mtd_oracle: str | None = None
 
     @property
     def fsx_seed(self) -> int:
@@ -293,6 +303,14 @@ def check_mtd_geometry(size: int, erasesize: int) -> None:
             f"{format_size(size)}")
 
 
+def parse_erasesizes(text: str, size: int) -> tuple[int, ...]:
+    """``--folio-erasesizes 4K,16K,128K``: each a divisor of the device size."""
+    erasesizes = tuple(parse_size(e) for e in parse_list(text))
+    for each in erasesizes:
+        check_mtd_geometry(size, each)
+    return erasesizes
+
+
 def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettings:
     """Parse and check every option; raise pytest.UsageError with one line on bad input,
     naming the option or ini key the bad value came from.
@@ -346,6 +364,10 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         sources=dict(given.sources),
         autosave=given.flag("--folio-autosave"),
         fs_oracle=given.text("--folio-fs-oracle") or None,
+        erasesizes=given.parse("--folio-erasesizes",
+                               lambda t: parse_erasesizes(t, mtd_size)) or (),
+        mtd_replay=given.parse("--folio-mtd-replay", Path),
+        mtd_oracle=given.text("--folio-mtd-oracle"),
     )
 
 

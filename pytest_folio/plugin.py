@@ -38,6 +38,8 @@ MARKERS = [
     "folio_orders(*orders): run this test at these folio orders instead of --folio-orders",
     "folio_block_sizes(*sizes): run this test at these block sizes instead of "
     "--folio-block-sizes (4096, '16k', '2M', ...)",
+    "folio_erasesizes(*sizes): run this test's mtd_device at every --folio-erasesizes "
+    "erasesize per folio order (or at these sizes) instead of the one --folio-erasesize",
 ]
 
 
@@ -112,12 +114,17 @@ def _marker_values(metafunc: pytest.Metafunc, name: str, parse: Callable[[object
     pytest.fail(message, pytrace=False)
 
 
+def target_orders(metafunc: pytest.Metafunc) -> tuple[int, ...]:
+    """The run's folio orders, or the test's ``folio_orders`` marker's."""
+    marked = _marker_values(metafunc, "folio_orders", parse_order,
+                            lambda o: f"folio order {o}")
+    return settings(metafunc.config).orders if marked is None else marked
+
+
 def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
     """Parametrize ``argname`` (indirectly) over the run's folio orders, or the test's
     ``folio_orders`` marker; ids are folio sizes (``[16K]``)."""
-    marked = _marker_values(metafunc, "folio_orders", parse_order,
-                            lambda o: f"folio order {o}")
-    orders = settings(metafunc.config).orders if marked is None else marked
+    orders = target_orders(metafunc)
     metafunc.parametrize(argname, orders, indirect=True,
                          ids=[format_size(PAGE_SIZE << o) for o in orders])
 

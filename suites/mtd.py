@@ -22,16 +22,19 @@ skip on a device without MTD_WRITEABLE (the read-only check runs there instead).
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from pytest_folio.fixtures.mtd import mtd_target
+from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay, mtd_target
 
 from pytest_folio import progress
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import Block2MTD
-from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.mtdtests import (
     MTDParameterError,
     check_bounds,
@@ -53,13 +56,25 @@ from pytest_folio.mtdtests.block2mtd import (
     check_unchanged_write_dirties_nothing,
 )
 from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.ops import (
+    Layout,
+    MTDFsx,
+    MTDFsxFailure,
+    can_reopen,
+    format_mtdops,
+    random_ops,
+)
+from pytest_folio.params import item_params
 from pytest_folio.plugin import rerun_command, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.protocols import MTDDevice
+from pytest_folio.targets.spec import TargetError
 
 __all__ = [
     "Block2MTDChecks",
+    "MTDFsxSuite",
     "MTDNandSuite",
+    "MTDReadOnlySuite",
     "MTDReadSuite",
     "MTDSpeedSuite",
     "MTDStressSuite",
@@ -84,15 +99,25 @@ def require_destructive(dev: MTDDevice, config: pytest.Config) -> None:
         pytest.skip(f"{dev.name} is read-only (MTD_WRITEABLE is not set)")
 
 
-def folio_param(dev: MTDDevice, request: pytest.FixtureRequest) -> dict[str, str]:
-    """``{"folio": "16K"}`` when the target has a folio order, else nothing."""
-    callspec = getattr(request.node, "callspec", None)
-    params = callspec.params if callspec is not None else {}
-    # the plugin parametrizes either folio_order or, indirectly, mtd_device by order
-    order = params.get("folio_order", params.get("mtd_device"))
-    if not isinstance(order, int):
+def run_seed(config: pytest.Config) -> int:
+    """The run's seed (printed in the header), the one every random suite starts from."""
+    return settings(config).seed
+
+
+def folio_order_of(dev: MTDDevice, request: pytest.FixtureRequest) -> int | None:
+    """The test's folio order, else the device's own ``folio_order``, else None."""
+    order = item_params(request.node).folio_order
+    if order is None:
         order = getattr(dev, "folio_order", None)
-    return {} if order is None else {"folio": format_size(PAGE_SIZE << int(order))}
+    return None if order is None else int(order)
+
+
+def folio_param(dev: MTDDevice, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The measurement's params: ``{"folio": "16K"}`` when the target has a folio order,
+    and ``"eb"`` when the test runs at several erasesizes."""
+    params = item_params(request.node)
+    order = folio_order_of(dev, request)
+    return dataclasses.replace(params, folio_order=order).labels()
 
 
 def _rerun(request: pytest.FixtureRequest) -> str:
@@ -100,10 +125,8 @@ def _rerun(request: pytest.FixtureRequest) -> str:
     s = settings(request.config)
     options = [f"--folio-mtd={s.mtd}", f"--folio-mtd-size={format_size(s.mtd_size)}",
                f"--folio-erasesize={format_size(s.erasesize)}"]
-    callspec = getattr(request.node, "callspec", None)
-    params = callspec.params if callspec is not None else {}
-    order = params.get("folio_order", params.get("mtd_device"))
-    if isinstance(order, int):
+    order = item_params(request.node).folio_order
+    if order is not None:
         options.append(f"--folio-orders={order}")
     return rerun_command(request.node, *options)
 
@@ -159,7 +182,7 @@ class MTDSpeedSuite(_MTDSuite):
         require_destructive(mtd_device, config)
         with self._running(request, "mtd_speedtest", rerun=True) as say:
             results = run_speedtest(mtd_device, passes=self.speed_passes,
-                                    count=self.speed_count, seed=settings(config).seed,
+                                    count=self.speed_count, seed=run_seed(config),
                                     log=say)
         params = folio_param(mtd_device, request)
         target = self._target(config)
@@ -208,8 +231,7 @@ class MTDStressSuite(_MTDSuite):
 
     def test_stress(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         require_destructive(mtd_device, request.config)
-        seed = self.stress_seed if self.stress_seed is not None else settings(
-            request.config).seed
+        seed = self.stress_seed if self.stress_seed is not None else run_seed(request.config)
         with self._running(request, "mtd_stresstest", rerun=True) as say:
             say(f"seed {seed}, count {self.stress_count}")
             result = run_stresstest(mtd_device, count=self.stress_count, seed=seed, log=say)
@@ -247,7 +269,7 @@ class MTDNandSuite(_MTDSuite):
         self._skip_unless_runnable(mtd_device, "mtd_pagetest")
         require_destructive(mtd_device, request.config)
         with self._running(request, "mtd_pagetest") as say:
-            pages = run_pagetest(mtd_device, seed=settings(request.config).seed, log=say)
+            pages = run_pagetest(mtd_device, seed=run_seed(request.config), log=say)
         assert pages > 0
 
     def test_subpagetest(self, mtd_device: MTDDevice) -> None:
@@ -288,11 +310,195 @@ class Block2MTDChecks(_MTDSuite):
                              request: pytest.FixtureRequest) -> None:
         deltas = check_api_paths_agree(self._reference(mtd_device),
                                        count=self.api_paths_count,
-                                       seed=settings(request.config).seed)
+                                       seed=run_seed(request.config))
         # the conversion's point: the folio path needs no compound_head at all
         assert deltas["folio"].get("compound_head", 0) == 0
         assert deltas["page"].get("compound_head", 0) > 0
 
 
-class MTDTests(MTDReadSuite, MTDSpeedSuite, MTDStressSuite, MTDTortureSuite, MTDNandSuite):
-    """Every mtd_test-style suite; subclass it with your ``mtd_device`` fixture."""
+class MTDFsxSuite(_MTDSuite):
+    """fsx for flash: random operations, every answer checked against an oracle (or, with
+    ``--folio-mtd-oracle``, against the reference given the same operations), at every
+    geometry; then the same as a Hypothesis state machine that shrinks a failure."""
+
+    mtd_fsx_ops: ClassVar[int] = 1200         # random operations, besides the sweeps
+    mtd_fsx_passes: ClassVar[int] = 4         # sweeps over the whole device
+    mtd_fsx_seed: ClassVar[int | None] = None  # None: the run's seed
+    mtd_hypothesis_profile: ClassVar[str] = "mtd-quick"   # or "mtd-thorough", or yours
+
+    @staticmethod
+    def _layout(dev: MTDDevice, request: pytest.FixtureRequest) -> Layout:
+        order = folio_order_of(dev, request)
+        return Layout.of(dev, None if order is None else PAGE_SIZE << order)
+
+    @staticmethod
+    def _reference(request: pytest.FixtureRequest, dev: MTDDevice,
+                   order: int | None) -> MTDDevice | None:
+        oracle = mtd_oracle(request.config)
+        if oracle is None:
+            return None
+        try:
+            return oracle.open(size=dev.size, erasesize=dev.erasesize,
+                               folio_order=order if order is not None
+                               else settings(request.config).orders[0])
+        except TargetError as exc:
+            pytest.fail(f"--folio-mtd-oracle: {exc}", pytrace=False)
+
+    def _command(self, request: pytest.FixtureRequest, opener: MTDOpener | None,
+                 *extra: str, function: str | None = None, size: int | None = None) -> str:
+        item = request.node
+        parts = item.nodeid.split("::")
+        if function is not None:
+            parts[-1] = function + parts[-1][len(item.originalname):]
+        words = ["python", "-m", "pytest", "-p", "pytest_folio",
+                 "::".join([str(item.path), *parts[1:]])]
+        if opener is not None:
+            words += opener.replay_options(size)
+        oracle = settings(request.config).mtd_oracle
+        if oracle is not None:
+            words.append(f"--folio-mtd-oracle={oracle}")
+        return shlex.join([*words, *extra])
+
+    def _fail(self, request: pytest.FixtureRequest, failure: MTDFsxFailure,
+              dev: MTDDevice | _Resized, path: Path, what: str, *, function: str | None = None,
+              size: int | None = None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
+        opener = mtd_opener(request)
+        lines = [f"{what}: {failure.summary}",
+                 f"{what}: operation log ({len(failure.ops)} operations): {path}",
+                 f"{what}: replay it: " + self._command(
+                     request, opener, f"--folio-mtd-replay={path}", function=function,
+                     size=size)]
+        if len(failure.ops) <= 40:
+            lines[1:1] = [f"  {op}" for op in failure.ops]
+        pytest.fail("\n".join(lines), pytrace=False)
+
+    @pytest.mark.folio_erasesizes
+    def test_mtd_fsx(self, mtd_device: MTDDevice, request: pytest.FixtureRequest,
+                     tmp_path: Path) -> None:
+        require_destructive(mtd_device, request.config)
+        layout = self._layout(mtd_device, request)
+        reference = self._reference(request, mtd_device, folio_order_of(mtd_device, request))
+        fsx = MTDFsx(mtd_device, folio=layout.folio, reference=reference)
+        replay = mtd_replay(request.config)
+        try:
+            if replay is not None:
+                path, log = replay
+                if (log.size, log.erasesize) not in ((None, None), (layout.size,
+                                                                    layout.erasesize)):
+                    pytest.fail(f"--folio-mtd-replay {path}: recorded on a device of "
+                                f"{log.size} bytes in {log.erasesize}-byte eraseblocks, "
+                                f"{mtd_device.name} has {layout.size} in {layout.erasesize}",
+                                pytrace=False)
+                if not layout.can_reopen and any(op.kind == "reopen" for op in log.ops):
+                    pytest.fail(f"--folio-mtd-replay {path}: the log reopens the device, "
+                                f"{mtd_device.name} cannot be reopened", pytrace=False)
+                fsx.run(log.ops)
+                return
+            seed = self.mtd_fsx_seed if self.mtd_fsx_seed is not None else run_seed(
+                request.config)
+            fsx.run(random_ops(layout, seed, self.mtd_fsx_ops, self.mtd_fsx_passes,
+                               erased=fsx.model.is_erased))
+        except MTDFsxFailure as failure:
+            found = failure
+        else:
+            return
+        finally:
+            if reference is not None:
+                reference.close()
+        self._fail(request, found, mtd_device, tmp_path / "mtd-fsx.mtdops", "mtd fsx")
+
+    @staticmethod
+    def machine_size(dev: MTDDevice, layout: Layout) -> int:
+        """The Hypothesis examples' device: big enough for 8 eraseblocks and 16 folios,
+        small enough that a sweep over it is cheap (at most the test's own size)."""
+        want = max(8 * layout.erasesize, 16 * layout.folio, 256 << 10)
+        return min(dev.size, -(-want // layout.erasesize) * layout.erasesize)
+
+    @pytest.mark.folio_erasesizes
+    def test_mtd_fsx_hypothesis(self, mtd_device: MTDDevice,
+                                request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        # Hypothesis is imported only here (seconds of start-up in a VM)
+        from pytest_folio.mtdtests.machine import MTDMachineFailure, run_mtd_machine
+
+        if mtd_replay(request.config) is not None:
+            pytest.skip("--folio-mtd-replay replays through test_mtd_fsx")
+        require_destructive(mtd_device, request.config)
+        layout = self._layout(mtd_device, request)
+        opener = mtd_opener(request)
+        if opener is not None and opener.target.kind == "path":
+            opener = None          # one real device, held by this test: no second one
+        size = self.machine_size(mtd_device, layout) if opener is not None else layout.size
+        order = folio_order_of(mtd_device, request)
+        oracle = mtd_oracle(request.config)
+
+        if opener is not None:
+            def open_device() -> MTDDevice:
+                return opener.open(size=size)
+
+            def close_device(dev: MTDDevice) -> None:
+                dev.close()
+        else:   # the test's one device: each example erases it (and reopens it first)
+            def open_device() -> MTDDevice:
+                if can_reopen(mtd_device):
+                    mtd_device.reopen()  # type: ignore[attr-defined]
+                return mtd_device
+
+            close_device = None  # type: ignore[assignment]
+
+        def open_reference() -> MTDDevice:
+            assert oracle is not None
+            return oracle.open(size=size, erasesize=layout.erasesize,
+                               folio_order=order if order is not None
+                               else settings(request.config).orders[0])
+
+        try:
+            run_mtd_machine(dataclasses.replace(layout, size=size), open_device,
+                            self.mtd_hypothesis_profile, close_device=close_device,
+                            open_reference=open_reference if oracle is not None else None)
+            return
+        except MTDMachineFailure as failure:
+            found = failure
+        self._fail(request, found, mtd_device if size == layout.size else
+                   _Resized(mtd_device, size), tmp_path / "mtd-fsx-hypothesis.mtdops",
+                   "mtd fsx (Hypothesis, shrunk)", function="test_mtd_fsx", size=size)
+
+
+class _Resized:
+    """How a log names the smaller device the Hypothesis examples ran on."""
+
+    def __init__(self, dev: MTDDevice, size: int) -> None:
+        self.name, self.size = dev.name, size
+        self.erasesize, self.writesize = dev.erasesize, dev.writesize
+
+
+class MTDReadOnlySuite(_MTDSuite):
+    """A read-only device (the target made with ``readonly=True``, or a real device
+    without MTD_WRITEABLE): every write and erase gives EROFS, and nothing changes."""
+
+    readonly_ops: ClassVar[int] = 300
+
+    @pytest.mark.folio_erasesizes
+    def test_readonly_device_refuses_every_write_and_erase(
+            self, mtd_readonly_device: MTDDevice, request: pytest.FixtureRequest,
+            tmp_path: Path) -> None:
+        dev = mtd_readonly_device
+        layout = Layout.of(dev, None)
+        order = folio_order_of(dev, request)
+        if order is not None:
+            layout = dataclasses.replace(layout, folio=PAGE_SIZE << order)
+        fsx = MTDFsx(dev, folio=layout.folio)
+        try:
+            fsx.adopt()      # what it holds now is what it must hold at the end
+            fsx.run(random_ops(layout, run_seed(request.config), self.readonly_ops,
+                               passes=2, zero_length=False))
+            return
+        except MTDFsxFailure as failure:
+            summary = failure.summary
+        pytest.fail(f"read-only device {dev.name}: {summary}", pytrace=False)
+
+
+class MTDTests(MTDReadSuite, MTDSpeedSuite, MTDStressSuite, MTDTortureSuite, MTDNandSuite,
+               MTDFsxSuite, MTDReadOnlySuite):
+    """Every MTD suite; subclass it with your ``mtd_device`` fixture."""

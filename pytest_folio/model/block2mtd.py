@@ -162,6 +162,12 @@ class Block2MTD:
     def sync(self) -> None:
         self.bdev.sync_blockdev()
 
+    def reopen(self) -> None:
+        """Module exit and load again: sync, then the block device's last close drops its
+        page cache (kill_bdev), so everything is read back from the store."""
+        self.sync()
+        self.bdev.invalidate_bdev()
+
     def close(self) -> None:
         """As module exit: block2mtd_sync(), then let go of the block device."""
         self.sync()
@@ -380,9 +386,11 @@ class Block2MTD:
 
 
 def make_reference_block2mtd(*, size: int, erasesize: int, folio_order: int,
-                             api: str = "folio", retry: bool = True) -> Block2MTD:
+                             api: str = "folio", retry: bool = True,
+                             read_only: bool = False) -> Block2MTD:
     """The bundled reference device: block2mtd on an in-memory block device whose logical
-    block size is the folio size, so its page cache holds folios of ``folio_order``."""
+    block size is the folio size, so its page cache holds folios of ``folio_order``
+    (``read_only``: on a read-only block device, so without MTD_WRITEABLE)."""
     bdev = BlockDevice(size, logical_block_size=PAGE_SIZE << folio_order,
-                       name=f"ram-{PAGE_SIZE << folio_order >> 10}k")
+                       name=f"ram-{PAGE_SIZE << folio_order >> 10}k", read_only=read_only)
     return Block2MTD(bdev, erasesize, api=api, retry=retry)

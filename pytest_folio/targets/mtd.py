@@ -72,15 +72,21 @@ class MTDTarget:
         return self.spec.text
 
     def open(self, *, size: int, erasesize: int, folio_order: int,
-             allow_destructive: bool = False) -> MTDDevice:
-        """A fresh device for one test; the caller closes it."""
+             allow_destructive: bool = False, readonly: bool = False) -> MTDDevice:
+        """A fresh device for one test; the caller closes it.
+
+        ``readonly=True`` asks for a device without MTD_WRITEABLE: the reference makes one
+        on a read-only block device, a factory is called with ``readonly=True`` (one that
+        does not take it raises NotImplementedError here), a real device has its own.
+        """
         if self.kind == "reference":
             from pytest_folio.model.block2mtd import make_reference_block2mtd
 
             try:
                 return make_reference_block2mtd(
                     size=size, erasesize=erasesize, folio_order=folio_order,
-                    api=self.knobs["api"], retry=self.knobs["retry"] == "on")
+                    api=self.knobs["api"], retry=self.knobs["retry"] == "on",
+                    read_only=readonly)
             except ValueError as exc:  # a geometry this folio size cannot have
                 raise TargetError(f"{OPTION} {self.label} at "
                                   f"{format_size(PAGE_SIZE << folio_order)} folios: "
@@ -92,19 +98,23 @@ class MTDTarget:
                                   f"{format_size(PAGE_SIZE << folio_order)} folios")
             return open_mtd_char(path, allow_destructive=allow_destructive, exclusive=True)
         assert self.spec.factory is not None
+        extra = {"readonly": True} if readonly else {}
         return call_factory(self.spec.factory, self.spec.text, size=size,
-                            erasesize=erasesize, folio_order=folio_order)
+                            erasesize=erasesize, folio_order=folio_order, **extra)
 
 
 def call_factory(factory: Any, name: str, **kwargs: Any) -> MTDDevice:
     """Call the user's factory with the keyword arguments it accepts (all of them when it
-    takes ``**kwargs``), and check that it returned something shaped like an MTDDevice."""
+    takes ``**kwargs``), and check that it returned something shaped like an MTDDevice.
+    ``readonly``, when given, must be accepted: NotImplementedError otherwise."""
     try:
         params = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):  # a builtin without a signature: pass everything
         params = None
     if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
         accepted = {p.name for p in params}
+        if "readonly" in kwargs and "readonly" not in accepted:
+            raise NotImplementedError(f"{name} takes no readonly= argument")
         kwargs = {k: v for k, v in kwargs.items() if k in accepted}
     device = factory(**kwargs)
     if not isinstance(device, MTDDevice):

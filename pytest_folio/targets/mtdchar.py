@@ -215,6 +215,7 @@ class MTDChar:
         self.oobsize = geometry.oobsize
         self._ioctl = ioctl
         self._erase64 = True
+        self.exclusive = False     # open_mtd_char sets it when it holds the flock
 
     def __repr__(self) -> str:
         return (f"MTDChar({self.path!r}, name={self.name!r}, size={self.size}, "
@@ -276,6 +277,16 @@ class MTDChar:
             if exc.errno not in (errno.EINVAL, errno.EROFS, errno.EBADF):
                 raise
 
+    def reopen(self) -> None:
+        """Close the node and open it again as before (mtdchar syncs the device on
+        close); the flock, if any, is taken again."""
+        flags = fcntl.fcntl(self.fd, fcntl.F_GETFL) & os.O_ACCMODE
+        locked = self.exclusive
+        self.close()
+        self.fd = os.open(self.path, flags | os.O_CLOEXEC)
+        if locked:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -318,4 +329,6 @@ def open_mtd_char(path: str | Path, *, allow_destructive: bool = False,
     geometry = merge_geometry(parse_mtd_info_user(bytes(buf), str(path)), sysfs)
     if read_only:
         geometry = dataclasses.replace(geometry, flags=geometry.flags & ~MTD_WRITEABLE)
-    return MTDChar(fd, geometry, str(path), allow_destructive=allow_destructive)
+    dev = MTDChar(fd, geometry, str(path), allow_destructive=allow_destructive)
+    dev.exclusive = exclusive
+    return dev

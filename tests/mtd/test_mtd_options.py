@@ -159,3 +159,48 @@ def test_a_marked_order_the_size_cannot_hold_fails_that_test_in_one_line(
         "*--folio-mtd reference:api=folio,retry=on at 2M folios: block device size 1048576 "
         "must be a positive multiple of its logical block size 2M"])
     result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_an_erasesize_that_does_not_divide_the_device_is_a_usage_error(
+        pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, "--folio-erasesizes", "4K,48K")
+    assert message == "--folio-erasesizes: erasesize 48K does not divide the device size 16M"
+
+
+def test_the_mtd_oracle_must_be_the_reference(pytester: pytest.Pytester) -> None:
+    message = _usage_error(pytester, f"--folio-mtd-oracle={EXAMPLE}")
+    assert message.startswith("--folio-mtd-oracle: ")
+
+
+def test_an_mtd_log_that_does_not_parse_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    log = pytester.path / "bad.mtdops"
+    log.write_text("read 0 16\nerase 0\n")
+    message = _usage_error(pytester, f"--folio-mtd-replay={log}")
+    assert message.startswith("--folio-mtd-replay: line 2: not an operation: 'erase 0'")
+
+
+MARKED = """
+import pytest
+
+@pytest.mark.folio_erasesizes
+def test_device(mtd_device):
+    assert mtd_device.size % mtd_device.erasesize == 0
+"""
+
+
+def test_marked_tests_run_smaller_equal_and_larger_eraseblocks_than_the_folio(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(MARKED)
+    result = pytester.runpytest("-p", "pytest_folio", "--folio-orders", "0,4", "-v")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*test_device?4K-eb4K? PASSED*", "*test_device?4K-eb128K?*",
+                                 "*test_device?64K-eb16K?*", "*test_device?64K-eb64K?*",
+                                 "*test_device?64K-eb128K?*"])
+
+
+def test_folio_erasesizes_sets_the_list_for_every_order(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(MARKED)
+    result = pytester.runpytest("-p", "pytest_folio", "--folio-orders", "0,2",
+                                "--folio-erasesizes", "8K", "-v")
+    result.stdout.fnmatch_lines(["*test_device?4K-eb8K? PASSED*", "*test_device?16K-eb8K?*"])
+    result.assert_outcomes(passed=2)

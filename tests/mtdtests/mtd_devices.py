@@ -6,6 +6,7 @@ folio conversions. Every broken device must be caught by the default suites.
 from __future__ import annotations
 
 import errno
+from collections import OrderedDict
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import (
@@ -177,6 +178,104 @@ class CachedRamMTD(RamMTD):
             self._writeback(index, folio)
 
 
+class FolioCacheMTD(RamMTD):
+    """RAM flash behind a small write-back cache of folios larger than a page, as a
+    folio-converted flash driver has: an LRU of ``cache_folios`` folios, dirty tracking,
+    writeback on eviction, sync, reopen and close, and the shortcuts drivers take: an
+    erase leaves folios already all 0xFF alone, a write of unchanged bytes dirties
+    nothing, and a write covering a whole folio does not read it first.
+    ``readonly=True`` makes a device without MTD_WRITEABLE.
+    """
+
+    def __init__(self, size: int = 2 << 20, erasesize: int = 64 << 10,
+                 folio_order: int = 2, cache_folios: int = 8, readonly: bool = False,
+                 **kwargs: object) -> None:
+        super().__init__(size=size, erasesize=erasesize, name="foliocache",
+                         flags=MTD_CAP_RAM & ~MTD_WRITEABLE if readonly else MTD_CAP_RAM)
+        self.folio_size = PAGE_SIZE << folio_order
+        self.cache: OrderedDict[int, _Folio] = OrderedDict()
+        self.cache_folios = cache_folios
+
+    # the cache
+    def _segments(self, offset: int, length: int) -> list[tuple[int, int, int]]:
+        """(folio index, offset in folio, length) covering [offset, offset+length)."""
+        out = []
+        while length > 0:
+            index, off = divmod(offset, self.folio_size)
+            n = min(length, self.folio_size - off)
+            out.append((index, off, n))
+            offset += n
+            length -= n
+        return out
+
+    def _read_folio(self, index: int) -> _Folio:
+        start = index * self.folio_size
+        return _Folio(bytearray(self.store[start:start + self.folio_size]))
+
+    def _evict_one(self) -> None:
+        index, folio = self.cache.popitem(last=False)
+        self._writeback(index, folio)
+
+    def _lookup(self, index: int, whole: bool = False) -> _Folio:
+        """The cached folio, read in unless the caller overwrites all of it."""
+        folio = self.cache.get(index)
+        if folio is not None:
+            self.cache.move_to_end(index)
+            return folio
+        while len(self.cache) >= self.cache_folios:
+            self._evict_one()
+        if whole:          # not read in: the store is out of date until written back
+            folio = _Folio(bytearray(self.folio_size))
+            folio.dirty = True
+        else:
+            folio = self._read_folio(index)
+        self.cache[index] = folio
+        return folio
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if folio.dirty:
+            start = index * self.folio_size
+            self.store[start:start + self.folio_size] = folio.data
+            folio.dirty = False
+
+    # the driver
+    def _read(self, offset: int, length: int) -> bytes:
+        return b"".join(bytes(self._lookup(i).data[o:o + n])
+                        for i, o, n in self._segments(offset, length))
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) == self.folio_size)
+        if folio.data[off:off + len(piece)] != piece:      # unchanged: dirties nothing
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = True
+
+    def _write(self, offset: int, data: bytes) -> None:
+        pos = 0
+        for i, o, n in self._segments(offset, len(data)):
+            self._store_piece(i, o, data[pos:pos + n])
+            pos += n
+
+    def _erase(self, offset: int, length: int) -> None:
+        for i, o, n in self._segments(offset, length):
+            folio = self._lookup(i)
+            if folio.data[o:o + n] != b"\xff" * n:           # erased already: leave it
+                folio.data[o:o + n] = b"\xff" * n
+                folio.dirty = True
+
+    def sync(self) -> None:
+        for index, folio in self.cache.items():
+            self._writeback(index, folio)
+
+    def reopen(self) -> None:
+        """Close and open again: write everything back, start with an empty cache."""
+        self.sync()
+        self.cache.clear()
+
+    def close(self) -> None:
+        self.sync()
+        super().close()
+
+
 # ---- broken devices: one bug class each ---------------------------------------------
 
 
@@ -291,3 +390,398 @@ BROKEN = {
     "aliasing_offset": AliasingOffset,
     "out_of_range_wraps": OutOfRangeWraps,
 }
+
+
+# ---- broken folio caches: one line wrong each ---------------------------------------
+# Each overrides one method of FolioCacheMTD with the correct code and one line changed
+# (marked "bug:").
+
+FF = b"\xff"
+
+
+class EvictionDropsDirty(FolioCacheMTD):
+    """Cache pressure: the evicted folio is dropped without being written back."""
+
+    def _evict_one(self) -> None:
+        self.cache.popitem(last=False)        # bug: no _writeback
+
+
+class WholeFolioWriteNotReadNotDirty(FolioCacheMTD):
+    """A folio that a write covers whole is not read in, and then the unchanged-write
+    shortcut compares with its blank memory: a folio of zeros is never written back."""
+
+    def _lookup(self, index: int, whole: bool = False) -> _Folio:
+        folio = self.cache.get(index)
+        if folio is not None:
+            self.cache.move_to_end(index)
+            return folio
+        while len(self.cache) >= self.cache_folios:
+            self._evict_one()
+        folio = _Folio(bytearray(self.folio_size)) if whole else self._read_folio(index)
+        self.cache[index] = folio                  # bug: a blank folio is not dirty
+        return folio
+
+
+class EvictionWritesBackAtTheNewIndex(FolioCacheMTD):
+    """Eviction writes the old folio's data where the folio being read in goes."""
+
+    def _lookup(self, index: int, whole: bool = False) -> _Folio:
+        folio = self.cache.get(index)
+        if folio is not None:
+            self.cache.move_to_end(index)
+            return folio
+        while len(self.cache) >= self.cache_folios:
+            _, old = self.cache.popitem(last=False)
+            self._writeback(index, old)           # bug: the new folio's index
+        folio = self._read_folio(index)
+        folio.dirty = whole
+        self.cache[index] = folio
+        return folio
+
+
+class WritebackWritesOnePage(FolioCacheMTD):
+    """A folio conversion that kept the page-sized writeback: only the folio's first
+    page reaches the store."""
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if folio.dirty:
+            start = index * self.folio_size
+            self.store[start:start + PAGE_SIZE] = folio.data[:PAGE_SIZE]   # bug
+            folio.dirty = False
+
+
+class WritebackAtPageIndex(FolioCacheMTD):
+    """Writeback places folio ``index`` at ``index * PAGE_SIZE`` (a page index where a
+    folio index belongs)."""
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if folio.dirty:
+            start = index * PAGE_SIZE                          # bug
+            self.store[start:start + self.folio_size] = folio.data
+            folio.dirty = False
+
+
+class ReadFolioAtPageIndex(FolioCacheMTD):
+    """Reading a folio in fetches it from ``index * PAGE_SIZE``."""
+
+    def _read_folio(self, index: int) -> _Folio:
+        start = index * PAGE_SIZE                              # bug
+        return _Folio(bytearray(self.store[start:start + self.folio_size]))
+
+
+class SyncClearsDirtyWithoutWriting(FolioCacheMTD):
+    """sync marks every folio clean but writes none: later evictions lose the data."""
+
+    def sync(self) -> None:
+        for folio in self.cache.values():
+            folio.dirty = False                                # bug: no _writeback
+
+
+class SyncSkipsTheNewestFolio(FolioCacheMTD):
+    """An off-by-one in the sync loop: the most recently used folio is not written."""
+
+    def sync(self) -> None:
+        for index, folio in list(self.cache.items())[:-1]:     # bug: [:-1]
+            self._writeback(index, folio)
+
+
+class ReopenWithoutWriteback(FolioCacheMTD):
+    """Release drops the cache without writing dirty folios back."""
+
+    def reopen(self) -> None:
+        self.cache.clear()                                     # bug: no sync first
+
+
+class PartialFolioWriteSkipsTheRead(FolioCacheMTD):
+    """The "no need to read a folio we overwrite" shortcut tests the start, not the
+    length: a write from a folio's start that does not cover it zeroes its rest."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=off == 0)            # bug: not the length
+        if folio.data[off:off + len(piece)] != piece:
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = True
+
+
+class PartialFolioWriteOfAPageSkipsTheRead(FolioCacheMTD):
+    """The same shortcut taken for any write of at least a page."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) >= PAGE_SIZE)   # bug
+        if folio.data[off:off + len(piece)] != piece:
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = True
+
+
+class PartialWriteNotDirty(FolioCacheMTD):
+    """Only a write of a whole folio marks it dirty."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) == self.folio_size)
+        if folio.data[off:off + len(piece)] != piece:
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = len(piece) == self.folio_size        # bug
+
+
+class ErasedLookingWriteNotDirty(FolioCacheMTD):
+    """A write of all-0xFF data is taken for an erase that needs no writeback."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) == self.folio_size)
+        if folio.data[off:off + len(piece)] != piece:
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = piece != FF * len(piece)             # bug
+
+
+class ZeroPagesTreatedAsHoles(FolioCacheMTD):
+    """All-0x00 pieces are skipped as if they were holes, leaving the old data."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) == self.folio_size)
+        if folio.data[off:off + len(piece)] != piece and any(piece):   # bug: any()
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = True
+
+
+class UnchangedCheckLooksAtTheFirstPage(FolioCacheMTD):
+    """The unchanged-write shortcut compares only the first page of each piece."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) == self.folio_size)
+        if folio.data[off:off + PAGE_SIZE] != piece[:PAGE_SIZE]:    # bug
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = True
+
+
+class UnchangedCheckAgainstTheStore(FolioCacheMTD):
+    """The unchanged-write shortcut compares with the store, not with the cached folio
+    (which may hold newer, dirty data)."""
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        folio = self._lookup(index, whole=len(piece) == self.folio_size)
+        start = index * self.folio_size + off
+        if self.store[start:start + len(piece)] != piece:     # bug: the store
+            folio.data[off:off + len(piece)] = piece
+            folio.dirty = True
+
+
+class EraseShortcutLooksAtTheFirstPage(FolioCacheMTD):
+    """Erase skips a piece when its first page is all 0xFF."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        for i, o, n in self._segments(offset, length):
+            folio = self._lookup(i)
+            if folio.data[o:o + PAGE_SIZE] != FF * min(n, PAGE_SIZE):   # bug
+                folio.data[o:o + n] = FF * n
+                folio.dirty = True
+
+
+class EraseShortcutChecksTheStore(FolioCacheMTD):
+    """Erase skips a piece that is all 0xFF in the store, whatever the cache holds."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        for i, o, n in self._segments(offset, length):
+            folio = self._lookup(i)
+            start = i * self.folio_size + o
+            if self.store[start:start + n] != FF * n:          # bug: the store
+                folio.data[o:o + n] = FF * n
+                folio.dirty = True
+
+
+class EraseNotDirty(FolioCacheMTD):
+    """Erase fills the cached folio but does not mark it dirty."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        for i, o, n in self._segments(offset, length):
+            folio = self._lookup(i)
+            if folio.data[o:o + n] != FF * n:
+                folio.data[o:o + n] = FF * n                   # bug: not dirtied
+
+
+class EraseOnlyCachedFolios(FolioCacheMTD):
+    """Erase works on the folios in the cache and forgets the others."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        for i, o, n in self._segments(offset, length):
+            if i not in self.cache:                            # bug
+                continue
+            folio = self._lookup(i)
+            if folio.data[o:o + n] != FF * n:
+                folio.data[o:o + n] = FF * n
+                folio.dirty = True
+
+
+class EraseWholeFolios(FolioCacheMTD):
+    """Erase goes by folios: with eraseblocks smaller than a folio, the neighbouring
+    eraseblocks in the same folio are erased too."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        for i, _o, _n in self._segments(offset, length):
+            o, n = 0, self.folio_size                          # bug: whole folio
+            folio = self._lookup(i)
+            if folio.data[o:o + n] != FF * n:
+                folio.data[o:o + n] = FF * n
+                folio.dirty = True
+
+
+class MultiBlockEraseErasesTheFirst(FolioCacheMTD):
+    """A multi-eraseblock erase erases only its first eraseblock."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        super()._erase(offset, min(length, self.erasesize))    # bug
+
+
+class EraseBatchOfFour(FolioCacheMTD):
+    """Erases go in batches of four eraseblocks, and only the first batch is done."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        super()._erase(offset, min(length, 4 * self.erasesize))   # bug
+
+
+class MultiBlockEraseSkipsTheLast(FolioCacheMTD):
+    """The eraseblock loop of a multi-block erase stops one eraseblock early."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        blocks = range(offset, offset + length - self.erasesize, self.erasesize)  # bug
+        for block in blocks or [offset]:
+            super()._erase(block, self.erasesize)
+
+
+class EraseOfTheLastBlockIsEinval(FolioCacheMTD):
+    """The erase range check is off by one: erasing the last eraseblock is EINVAL."""
+
+    def erase(self, offset: int, length: int) -> None:
+        if offset + length >= self.size:                       # bug: >=
+            raise OSError(errno.EINVAL, "erase past the end")
+        super().erase(offset, length)
+
+
+class ReadEndingAtTheLastByteIsEinval(FolioCacheMTD):
+    """The read range check is off by one: a read that ends at the last byte fails."""
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset + length >= self.size:                       # bug: >=
+            raise OSError(errno.EINVAL, "read past the end")
+        return super().read(offset, length)
+
+
+class WriteEndingAtTheLastByteIsEinval(FolioCacheMTD):
+    """The write range check is off by one."""
+
+    def write(self, offset: int, data: bytes) -> None:
+        if offset + len(data) >= self.size:                    # bug: >=
+            raise OSError(errno.EINVAL, "write past the end")
+        super().write(offset, data)
+
+
+class ReadAcrossFoliosRepeatsTheFirst(FolioCacheMTD):
+    """A read across a folio boundary copies every piece from the first folio."""
+
+    def _read(self, offset: int, length: int) -> bytes:
+        pieces = self._segments(offset, length)
+        first = pieces[0][0] if pieces else 0
+        return b"".join(bytes(self._lookup(first).data[o:o + n])   # bug: first
+                        for _i, o, n in pieces)
+
+
+class WriteAcrossFoliosWrapsInTheFirst(FolioCacheMTD):
+    """A write across a folio boundary puts its tail at the start of the first folio."""
+
+    def _write(self, offset: int, data: bytes) -> None:
+        pos = 0
+        pieces = self._segments(offset, len(data))
+        for _i, o, n in pieces:
+            self._store_piece(pieces[0][0], o, data[pos:pos + n])   # bug: first folio
+            pos += n
+
+
+class WholeFolioReadsBypassTheCache(FolioCacheMTD):
+    """A "direct" fast path for reads of whole folios copies from the store, which may
+    be older than the dirty cached folio."""
+
+    def _read(self, offset: int, length: int) -> bytes:
+        return b"".join(
+            bytes(self.store[i * self.folio_size:(i + 1) * self.folio_size])
+            if n == self.folio_size else bytes(self._lookup(i).data[o:o + n])  # bug
+            for i, o, n in self._segments(offset, length))
+
+
+class ZeroLengthReadReturnsTheFolio(FolioCacheMTD):
+    """A do-while segment loop: a read of nothing returns the rest of the folio."""
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if not length:                                          # bug: one segment anyway
+            index, off = divmod(offset, self.folio_size)
+            return bytes(self._lookup(index).data[off:])
+        return super()._read(offset, length)
+
+
+class UnalignedWriteRoundedDown(FolioCacheMTD):
+    """A write's offset is rounded down to 512 bytes (a sector-based driver)."""
+
+    def _write(self, offset: int, data: bytes) -> None:
+        super()._write(offset & ~511, data)                     # bug
+
+
+class ReadOnlyStillErases(FolioCacheMTD):
+    """A read-only device refuses writes but not erases."""
+
+    def erase(self, offset: int, length: int) -> None:
+        self._range("erase", offset, length)                   # bug: no _writeable()
+        if offset % self.erasesize or length % self.erasesize or not length:
+            raise OSError(errno.EINVAL, f"erase of {length} at {offset} is not aligned")
+        self._erase(offset, length)
+
+
+class ReadOnlyRefusesOnlyAtWriteback(FolioCacheMTD):
+    """A read-only device takes writes into its cache and refuses only at writeback,
+    so the write succeeds and reads return the new data."""
+
+    def write(self, offset: int, data: bytes) -> None:
+        self._range("write", offset, len(data))                # bug: no _writeable()
+        self._write(offset, bytes(data))
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if folio.dirty and not self.flags & MTD_WRITEABLE:
+            folio.dirty = False
+            return
+        super()._writeback(index, folio)
+
+
+FOLIO_CACHE_BUGS: dict[str, type[FolioCacheMTD]] = {
+    "eviction_drops_dirty": EvictionDropsDirty,
+    "whole_folio_write_not_read_not_dirty": WholeFolioWriteNotReadNotDirty,
+    "eviction_writes_back_at_the_new_index": EvictionWritesBackAtTheNewIndex,
+    "writeback_writes_one_page": WritebackWritesOnePage,
+    "writeback_at_page_index": WritebackAtPageIndex,
+    "read_folio_at_page_index": ReadFolioAtPageIndex,
+    "sync_clears_dirty_without_writing": SyncClearsDirtyWithoutWriting,
+    "sync_skips_the_newest_folio": SyncSkipsTheNewestFolio,
+    "reopen_without_writeback": ReopenWithoutWriteback,
+    "partial_folio_write_skips_the_read": PartialFolioWriteSkipsTheRead,
+    "partial_folio_write_of_a_page_skips_the_read": PartialFolioWriteOfAPageSkipsTheRead,
+    "partial_write_not_dirty": PartialWriteNotDirty,
+    "erased_looking_write_not_dirty": ErasedLookingWriteNotDirty,
+    "zero_pages_treated_as_holes": ZeroPagesTreatedAsHoles,
+    "unchanged_check_looks_at_the_first_page": UnchangedCheckLooksAtTheFirstPage,
+    "unchanged_check_against_the_store": UnchangedCheckAgainstTheStore,
+    "erase_shortcut_looks_at_the_first_page": EraseShortcutLooksAtTheFirstPage,
+    "erase_shortcut_checks_the_store": EraseShortcutChecksTheStore,
+    "erase_not_dirty": EraseNotDirty,
+    "erase_only_cached_folios": EraseOnlyCachedFolios,
+    "erase_whole_folios": EraseWholeFolios,
+    "multi_block_erase_erases_the_first": MultiBlockEraseErasesTheFirst,
+    "erase_batch_of_four": EraseBatchOfFour,
+    "multi_block_erase_skips_the_last": MultiBlockEraseSkipsTheLast,
+    "erase_of_the_last_block_is_einval": EraseOfTheLastBlockIsEinval,
+    "read_ending_at_the_last_byte_is_einval": ReadEndingAtTheLastByteIsEinval,
+    "write_ending_at_the_last_byte_is_einval": WriteEndingAtTheLastByteIsEinval,
+    "read_across_folios_repeats_the_first": ReadAcrossFoliosRepeatsTheFirst,
+    "write_across_folios_wraps_in_the_first": WriteAcrossFoliosWrapsInTheFirst,
+    "whole_folio_reads_bypass_the_cache": WholeFolioReadsBypassTheCache,
+    "zero_length_read_returns_the_folio": ZeroLengthReadReturnsTheFolio,
+    "unaligned_write_rounded_down": UnalignedWriteRoundedDown,
+    "readonly_still_erases": ReadOnlyStillErases,
+    "readonly_refuses_only_at_writeback": ReadOnlyRefusesOnlyAtWriteback,
+}
+BROKEN.update(FOLIO_CACHE_BUGS)

@@ -1,0 +1,164 @@
+"""fsx for flash as a Hypothesis state machine: the same operations and checks, shrunk.
+
+Each rule is one operation (or a sweep over the whole device, which pushes any cache out
+in one step) applied through :class:`~.ops.MTDFsx`, so every read is checked as in the
+random run and ``teardown`` compares the whole device. Offsets are drawn as a boundary
+(page, folio, eraseblock, from the start or from the end) plus a small step, so shrinking
+heads for the plainest boundary that still fails. When a check fails, Hypothesis replays
+the shortest sequence it found last, and its :class:`MTDMachineFailure` carries that
+operation log (``.mtdops`` text for ``--folio-mtd-replay``).
+
+The run is deterministic (``derandomize``, no example database): the same device fails
+the same way every time, not by luck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.mtdtests.ops import FILLS, Layout, MTDFsx, MTDFsxFailure, Op, sweep_chunk
+from pytest_folio.targets.protocols import MTDDevice
+
+QUICK = "mtd-quick"
+THOROUGH = "mtd-thorough"
+_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+for _name, _examples, _steps in ((QUICK, 25, 25), (THOROUGH, 300, 100)):
+    settings.register_profile(_name, max_examples=_examples, stateful_step_count=_steps,
+                              deadline=None, derandomize=True, database=None,
+                              print_blob=False, report_multiple_bugs=False,
+                              suppress_health_check=_HEALTH)
+
+
+class MTDMachineFailure(MTDFsxFailure):
+    """A failure of the state machine; ``ops`` is the shrunk log."""
+
+
+def mtd_machine(layout: Layout, open_device: Callable[[], MTDDevice], *,
+                close_device: Callable[[MTDDevice], None] | None = None,
+                open_reference: Callable[[], MTDDevice] | None = None
+                ) -> type[RuleBasedStateMachine]:
+    """A machine class over devices ``open_device()`` returns (one per example; the same
+    one each time is fine: every example starts by erasing the whole device)."""
+    size, esz = layout.size, layout.erasesize
+    units = sorted({u for u in (PAGE_SIZE, layout.folio, esz, layout.writesize) if u <= size})
+    big = 4 * max(esz, layout.folio)
+
+    def _point(unit: int, index: int, step: int, from_end: bool) -> int:
+        index %= size // unit
+        base = size - unit * (index + 1) if from_end else unit * index
+        return min(max(0, base + step), size - 1)
+
+    point = st.builds(_point, st.sampled_from(units), st.integers(0, size // units[0]),
+                      st.sampled_from((0, -1, 1, -7, 7, 512)), st.booleans())
+    length = st.one_of(
+        st.sampled_from(sorted({1, 7, *(u + d for u in units for d in (-1, 0, 1))})),
+        st.integers(1, big))
+    counts = sorted({c for c in (1, 2, 3, 8, 16, layout.ebcnt) if c <= layout.ebcnt})
+
+    class MTDMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dev = open_device()
+            self.reference = open_reference() if open_reference is not None else None
+            self.fsx = MTDFsx(self.dev, folio=layout.folio, reference=self.reference)
+            self._do(Op("erase", 0, size))
+
+        def _do(self, op: Op) -> None:
+            try:
+                self.fsx.step(op)
+            except MTDFsxFailure as failure:
+                raise MTDMachineFailure(failure.summary, failure.ops,
+                                        failure.op_number) from None
+
+        def _fit(self, offset: int, n: int) -> int:
+            n = min(n, size - offset)
+            if layout.writesize > 1:
+                n = max(layout.writesize, n // layout.writesize * layout.writesize)
+            return n
+
+        @rule(offset=point, n=length)
+        def read(self, offset: int, n: int) -> None:
+            self._do(Op("read", offset, min(n, size - offset)))
+
+        @rule(offset=point, n=length, fill=st.sampled_from(FILLS), seed=st.integers(0, 3))
+        def write(self, offset: int, n: int, fill: str, seed: int) -> None:
+            if layout.writesize > 1:
+                offset -= offset % layout.writesize
+            n = self._fit(offset, n)
+            if layout.nand and not self.fsx.model.is_erased(offset, n):
+                first = offset // esz * esz
+                self._do(Op("erase", first, -(-(offset + n) // esz) * esz - first))
+            self._do(Op("write", offset, n, fill, seed))
+
+        @rule(first=st.integers(0, layout.ebcnt - 1), count=st.sampled_from(counts),
+              from_end=st.booleans())
+        def erase(self, first: int, count: int, from_end: bool) -> None:
+            first = min(first, layout.ebcnt - count)
+            if from_end:
+                first = layout.ebcnt - count - first
+            self._do(Op("erase", first * esz, count * esz))
+
+        @rule(fill=st.sampled_from(("rand", "pages", "ff", "00")), seed=st.integers(0, 3))
+        def write_everything(self, fill: str, seed: int) -> None:
+            """One sweep of writes over the whole device: every cache is pushed out."""
+            chunk = sweep_chunk(layout, 4)
+            for offset in range(0, size, chunk):
+                if layout.nand:
+                    self._do(Op("erase", offset, min(chunk, size - offset)))
+                self._do(Op("write", offset, min(chunk, size - offset), fill, seed + offset))
+
+        @rule()
+        def read_everything(self) -> None:
+            chunk = sweep_chunk(layout, 4)
+            for offset in range(0, size, chunk):
+                self._do(Op("read", offset, min(chunk, size - offset)))
+
+        @rule(kind=st.sampled_from(("read", "write", "erase")),
+              over=st.sampled_from((1, PAGE_SIZE)))
+        def past_the_end(self, kind: str, over: int) -> None:
+            if kind == "erase":
+                self._do(Op("erase", size - esz, 2 * esz))
+            else:
+                self._do(Op(kind, size - PAGE_SIZE, PAGE_SIZE + over,
+                            "same" if kind == "write" else ""))
+
+        @rule()
+        def sync(self) -> None:
+            self._do(Op("sync"))
+
+        @precondition(lambda self: layout.can_reopen)
+        @rule()
+        def reopen(self) -> None:
+            self._do(Op("reopen"))
+
+        def teardown(self) -> None:
+            try:
+                self.fsx.check_all()
+            except MTDFsxFailure as failure:
+                raise MTDMachineFailure(failure.summary, failure.ops, None) from None
+            finally:
+                if close_device is not None:
+                    close_device(self.dev)
+                if self.reference is not None:
+                    self.reference.close()
+
+    return MTDMachine
+
+
+def run_mtd_machine(layout: Layout, open_device: Callable[[], MTDDevice],
+                    profile: str = QUICK, **kwargs: Any) -> None:
+    """Run the machine under a registered profile (``mtd-quick``, ``mtd-thorough`` or your
+    own); raises :class:`MTDMachineFailure` with the shrunk log."""
+    run_state_machine_as_test(mtd_machine(layout, open_device, **kwargs),
+                              settings=settings.get_profile(profile))
