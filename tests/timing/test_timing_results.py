@@ -88,7 +88,8 @@ def test_one_column_per_target_when_items_share_them(pytester: pytest.Pytester) 
 
 
 def test_the_speed_suite_prints_nothing_around_the_progress_line(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)  # in CI, progress is one line per step by design
     result = pytester.runpytest("-p", "pytest_folio", "--pyargs",
                                 "pytest_folio.suites.test_mtd_speed", "--folio-orders=0",
                                 "--folio-mtd-size=1M", "--folio-erasesize=64K")
