@@ -106,7 +106,8 @@ def test_a_full_file_system_under_xdist_still_saves_the_runs_timings(
     saved = pytester.path / "run.json"
     result = pytester.runpytest_subprocess(
         "-p", "pytest_folio", "-n", "2", f"--folio-fs={small_tmpfs}", "--folio-fsx-seed=7",
-        f"--folio-save={saved}", "test_timed.py", "test_full.py", timeout=600)
+        f"--folio-save={saved}", "test_timed.py", "test_full.py::TestFull::test_fsx",
+        "test_full.py::TestFull::test_fsx_hypothesis", timeout=600)
     result.assert_outcomes(passed=1, failed=2)
     assert "a timed block" in json.dumps(json.loads(saved.read_text()))
     assert list(small_tmpfs.iterdir()) == []

@@ -183,8 +183,8 @@ def test_the_replay_command_of_a_failure_with_skip_lines_works(
             def filesystem(self):
                 return StaleDataAfterTruncateUp(Ramfs(blocksize=4096))
     """)
-    first = pytester.runpytest("-p", "pytest_folio", "--folio-fsx-seed=5", "-k", "test_fsx and "
-                               "not hypothesis")
+    first = pytester.runpytest("-p", "pytest_folio", "--folio-fsx-seed=5",
+                               "test_stale.py::TestStale::test_fsx")
     first.assert_outcomes(failed=1)
     out = first.stdout.str()
     ops = next(line.split("fsx: operation log: ", 1)[1].split()[0]
