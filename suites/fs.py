@@ -32,8 +32,8 @@ from functools import partial
 from typing import ClassVar
 
 import pytest
-from pytest_folio.fixtures.fs import REPRODUCE, fs_rerun_command
 
+from pytest_folio.fixtures.fs import REPRODUCE, fs_rerun_command
 from pytest_folio.fsx.oracle import (
     BAD_MODES,
     MAXLEN,

@@ -33,8 +33,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pytest
-from pytest_folio.fixtures.fsx import FsxRunner
 
+from pytest_folio.fixtures.fsx import FsxRunner
 from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import FileSystem

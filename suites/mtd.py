@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay, mtd_target
 
 from pytest_folio import progress
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay, mtd_target
 from pytest_folio.model.block2mtd import Block2MTD
 from pytest_folio.mtdtests import (
     MTDParameterError,

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from pytest_folio.fixtures.fs import fs_target
 
+from pytest_folio.fixtures.fs import fs_target
 from pytest_folio.fsx.oracle import Mismatch, compare, fallocate_modes, generate
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import Ramfs

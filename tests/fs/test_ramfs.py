@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pytest_folio.fixtures.fs import fs_target
 
+from pytest_folio.fixtures.fs import fs_target
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.invariants import check_mapping
 from pytest_folio.model.ramfs import DEFAULT_FEATURES, FULL_FEATURES, Ramfs

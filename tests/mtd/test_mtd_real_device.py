@@ -18,8 +18,8 @@ import random
 from pathlib import Path
 
 import pytest
-from pytest_folio.fixtures.mtd import mtd_target
 
+from pytest_folio.fixtures.mtd import mtd_target
 from pytest_folio.plugin import settings
 from pytest_folio.targets import mtd_abi
 from pytest_folio.targets.mtdchar import (

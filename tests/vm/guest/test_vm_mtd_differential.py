@@ -15,8 +15,8 @@ import random
 from typing import Any
 
 import pytest
-from pytest_folio.fixtures.mtd import mtd_target
 
+from pytest_folio.fixtures.mtd import mtd_target
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.plugin import settings
 from pytest_folio.targets.protocols import MTDDevice
