@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-MTD_DEVICES = Path(__file__).parent / "mtdtests"
-
 SEED_TEST = """
 import os
 from pytest_folio.plugin import settings
@@ -81,13 +79,12 @@ def test_bad_seeds_are_one_line_usage_errors(pytester: pytest.Pytester, args: li
     assert [line for line in result.errlines if line.strip()] == [f"ERROR: {message}"]
 
 
+@pytest.mark.usefixtures("helpers_in_subprocesses")
 def test_failing_stress_and_speed_print_a_rerun_command_that_repeats_them(
         pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_broken=f"""
-import sys
-sys.path.insert(0, {str(MTD_DEVICES)!r})
+    pytester.makepyfile(test_broken="""
 import pytest
-import mtd_devices
+from tests.helpers import mtd_devices
 from pytest_folio.suites.mtd import MTDSpeedSuite, MTDStressSuite
 
 class TestBroken(MTDSpeedSuite, MTDStressSuite):

@@ -2,7 +2,7 @@
 
 ioctl numbers are computed with the kernel's ``_IOC`` encoding for the running
 architecture, and the structs are ``struct`` formats with native alignment, so they match
-what a C compiler on this machine produces (tests/mtd/test_mtd_abi.py checks both against
+what a C compiler on this machine produces (tests/targets/test_mtd_abi.py checks both against
 the installed header).
 """
 

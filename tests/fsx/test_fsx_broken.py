@@ -4,11 +4,11 @@ and the report names the first bad offset, which really is bad."""
 from __future__ import annotations
 
 import pytest
-from fsx_broken import BUGS, PassThrough
-from fsx_memfs import MemFS
 
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
+from tests.helpers.fsx_broken import BUGS, PassThrough
+from tests.helpers.fsx_memfs import MemFS
 
 SEEDS = (1, 2, 3)
 # bugs whose bad bytes live in a cache in front of the file, not in the stored file

@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from fsx_broken import PassThrough
-from fsx_memfs import MemFS
 
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import FL_SKIPPED, OP_NAMES, format_fsxops, read_fsxops
 from pytest_folio.targets.protocols import FS_FEATURES
+from tests.helpers.fsx_broken import PassThrough
+from tests.helpers.fsx_memfs import MemFS
 
 SMALL = FsxOptions(numops=2000, maxfilelen=64 << 10, maxoplen=16 << 10)
 

@@ -13,8 +13,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from fsx_broken import PassThrough, StaleDataAfterTruncateUp
-from fsx_memfs import MemFS
 
 from pytest_folio.fsx.config import FsxOptions, parse_fsx_args
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
@@ -27,6 +25,8 @@ from pytest_folio.fsx.log import (
 )
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import directory_filesystem
+from tests.helpers.fsx_broken import PassThrough, StaleDataAfterTruncateUp
+from tests.helpers.fsx_memfs import MemFS
 
 # xfstests fsx's op_names[] and op_args_count()
 FSX_OPS = {"read": 3, "read_dontcache": 3, "write": 3, "write_dontcache": 3,
@@ -169,12 +169,9 @@ def test_the_replay_command_of_a_failure_with_skip_lines_works(
         pytester: pytest.Pytester) -> None:
     """On the default reference ramfs fallocate and friends are skipped: the failure's log
     holds skip lines, and the command it prints replays it to the same failure."""
-    here = Path(__file__).parent
-    pytester.makepyfile(test_stale=f"""
-        import sys
-        sys.path.insert(0, {str(here)!r})
+    pytester.makepyfile(test_stale="""
         import pytest
-        from fsx_broken import StaleDataAfterTruncateUp
+        from tests.helpers.fsx_broken import StaleDataAfterTruncateUp
         from pytest_folio.model.ramfs import Ramfs
         from pytest_folio.suites.fsx import FsxSuite
 

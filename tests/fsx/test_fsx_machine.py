@@ -4,14 +4,14 @@ that replays as .fsxops."""
 from __future__ import annotations
 
 import pytest
-from fsx_broken import FallocKeepSizeExtends
-from fsx_memfs import MemFS
 from hypothesis import settings
 
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import parse_fsxops
 from pytest_folio.fsx.machine import QUICK, THOROUGH, FsxStateFailure, run_fsx_machine
+from tests.helpers.fsx_broken import FallocKeepSizeExtends
+from tests.helpers.fsx_memfs import MemFS
 
 # short examples keep shrinking fast in the project's own tests
 settings.register_profile("fsx-unit-test", parent=settings.get_profile(QUICK),

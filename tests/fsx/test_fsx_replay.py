@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fsx_broken import StaleDataAfterTruncateUp
-from fsx_memfs import MemFS
 
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
@@ -15,6 +13,8 @@ from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_KEEP_SIZE, FL_SKIPPED, OP_NAM
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import FileSystem
+from tests.helpers.fsx_broken import StaleDataAfterTruncateUp
+from tests.helpers.fsx_memfs import MemFS
 
 HANDWRITTEN = Path(__file__).parent / "data" / "handwritten.fsxops"
 SHM = Path("/dev/shm")

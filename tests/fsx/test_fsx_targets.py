@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fsx_broken import BUGS, PassThrough
 
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import DirectoryFS, directory_filesystem
+from tests.helpers.fsx_broken import BUGS, PassThrough
 
 BLOCK_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 2 << 20]
 OPS = FsxOptions(numops=1500, seed=21)

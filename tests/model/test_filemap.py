@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 
 import pytest
-from model_helpers import StoreOps, make_mapping, pages
 
 from pytest_folio.model import (
     FGP_CREAT,
@@ -31,6 +30,7 @@ from pytest_folio.model import (
     unlock_page,
 )
 from pytest_folio.model.filemap import fgf_set_order
+from tests.helpers.model import StoreOps, make_mapping, pages
 
 # -- the order range -----------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from model_helpers import StoreOps
 
 from pytest_folio.model import (
     MAX_PAGECACHE_ORDER,
@@ -36,6 +35,7 @@ from pytest_folio.model import (
     check_memory,
     folio_put,
 )
+from tests.helpers.model import StoreOps
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 SETTINGS = settings(

@@ -4,7 +4,6 @@ it (``--folio-mtd=pkg.mod:factory``), its failures replayed and shrunk."""
 from __future__ import annotations
 
 import errno
-import os
 import re
 import shlex
 import subprocess
@@ -12,12 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtd_devices import (
-    EraseOfTheLastBlockIsEinval,
-    FolioCacheMTD,
-    PartialFolioWriteSkipsTheRead,
-    RamMTD,
-)
 
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.mtdtests.ops import (
@@ -30,8 +23,14 @@ from pytest_folio.mtdtests.ops import (
     parse_mtdops,
     random_ops,
 )
+from tests.helpers import subprocess_env
+from tests.helpers.mtd_devices import (
+    EraseOfTheLastBlockIsEinval,
+    FolioCacheMTD,
+    PartialFolioWriteSkipsTheRead,
+    RamMTD,
+)
 
-HERE = Path(__file__).parent
 QUICK = ("-p", "no:cacheprovider", "-p", "no:benchmark")
 
 
@@ -89,17 +88,15 @@ def test_a_broken_folio_cache_fails_on_an_operation_the_log_ends_with() -> None:
 
 
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE), os.environ.get("PYTHONPATH", "")]), COLUMNS="300")
-    env.pop("PYTEST_ADDOPTS", None)
+    env = subprocess_env(COLUMNS="300")
     return subprocess.run([sys.executable, "-m", "pytest", *QUICK, *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_the_default_suites_pass_on_a_correct_user_folio_cache(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
-                   "-q", "--folio-mtd=mtd_devices:FolioCacheMTD", "--folio-mtd-size=2M",
-                   "-k", "mtd", "--folio-orders=0,2")
+                   "-q", "--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD",
+                   "--folio-mtd-size=2M", "-k", "mtd", "--folio-orders=0,2")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "failed" not in proc.stdout
 
@@ -108,7 +105,7 @@ def test_a_users_broken_device_fails_with_a_replay_that_fails_the_same_way(
         tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs",
                    "pytest_folio.suites.test_mtd_fsx", "-q", "-k", "not hypothesis",
-                   "--folio-mtd=mtd_devices:PartialFolioWriteSkipsTheRead",
+                   "--folio-mtd=tests.helpers.mtd_devices:PartialFolioWriteSkipsTheRead",
                    "--folio-mtd-size=2M", "--folio-orders=2", "--folio-seed=5")
     assert proc.returncode == 1, proc.stdout[-3000:]
     first = re.search(r"^mtd fsx: (op \d+ \(.*)$", proc.stdout, re.M)
@@ -124,7 +121,7 @@ def test_a_users_broken_device_fails_with_a_replay_that_fails_the_same_way(
 def test_the_hypothesis_form_shrinks_a_failure_to_a_few_operations(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs",
                    "pytest_folio.suites.test_mtd_fsx", "-q", "-k", "hypothesis and eb16K",
-                   "--folio-mtd=mtd_devices:PartialFolioWriteSkipsTheRead",
+                   "--folio-mtd=tests.helpers.mtd_devices:PartialFolioWriteSkipsTheRead",
                    "--folio-mtd-size=2M", "--folio-orders=2")
     assert proc.returncode == 1, proc.stdout[-3000:]
     logged = re.search(r"operation log \((\d+) operations\)", proc.stdout)
@@ -153,7 +150,7 @@ def test_differential_mode_names_both_sides_of_the_first_difference() -> None:
 def test_differential_mode_through_the_option(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs",
                    "pytest_folio.suites.test_mtd_fsx", "-q", "-k", "not hypothesis",
-                   "--folio-mtd=mtd_devices:EraseOfTheLastBlockIsEinval",
+                   "--folio-mtd=tests.helpers.mtd_devices:EraseOfTheLastBlockIsEinval",
                    "--folio-mtd-oracle=reference", "--folio-mtd-size=1M",
                    "--folio-orders=2", "--folio-erasesizes=16K")
     assert proc.returncode == 1, proc.stdout[-3000:]

@@ -6,7 +6,6 @@ import errno
 import itertools
 
 import pytest
-from mtd_devices import CachedRamMTD, NandRamMTD, RamMTD
 
 from pytest_folio.mtdtests import (
     NAND_REQUIRED,
@@ -25,6 +24,7 @@ from pytest_folio.mtdtests import (
 from pytest_folio.mtdtests.speed import SpeedResult
 from pytest_folio.mtdtests.torture import fit_range, patterns
 from pytest_folio.targets.protocols import MTD_CAP_ROM, MTD_ROM
+from tests.helpers.mtd_devices import CachedRamMTD, NandRamMTD, RamMTD
 
 SEED_ROWS = [
     "Eraseblock write (128 KiB)", "Eraseblock read (128 KiB)",

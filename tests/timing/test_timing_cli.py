@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pytest_folio.cli import COMMANDS, build_parser, main
 from pytest_folio.timing.storage import Record, TimingRun, save_run
-
-RunFactory = Callable[..., TimingRun]
+from tests.helpers.timing import RunFactory
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import csv
 import io
 import itertools
 import json
-from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -15,8 +14,7 @@ from hypothesis import strategies as st
 from pytest_folio.timing import table
 from pytest_folio.timing.compare import Comparison, compare_runs, select_rows
 from pytest_folio.timing.storage import TimingRun
-
-RunFactory = Callable[..., TimingRun]
+from tests.helpers.timing import RunFactory
 
 SEED_GRID = """\
 +------------------------------+-------+--------+---------+---------+

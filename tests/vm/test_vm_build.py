@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from vm_helpers import kernel_tree, module
 
 from pytest_folio.vm import VMError
 from pytest_folio.vm.build import (
@@ -23,6 +22,7 @@ from pytest_folio.vm.build import (
 )
 from pytest_folio.vm.kernel import ModuleTree
 from pytest_folio.vm.source import KernelSource
+from tests.helpers.vm import kernel_tree, module
 
 SEED_PATCH = Path(__file__).parents[2] / "examples/seeds/block2mtd-folio.patch"
 

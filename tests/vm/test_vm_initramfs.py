@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from vm_helpers import elf64, read_cpio
 
 from pytest_folio.vm import VMError, initramfs
 from pytest_folio.vm.initramfs import (
@@ -21,6 +20,7 @@ from pytest_folio.vm.initramfs import (
     find_busybox,
     init_script,
 )
+from tests.helpers.vm import elf64, read_cpio
 
 
 def job(**changes: object) -> GuestJob:

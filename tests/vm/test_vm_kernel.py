@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from vm_helpers import bzimage, elf64, kernel_tree, module, pvh_vmlinux
 
 from pytest_folio.vm import VMError
 from pytest_folio.vm.kernel import (
@@ -32,6 +31,7 @@ from pytest_folio.vm.kernel import (
     module_name,
     user_kernel,
 )
+from tests.helpers.vm import bzimage, elf64, kernel_tree, module, pvh_vmlinux
 
 
 class FakeApt:

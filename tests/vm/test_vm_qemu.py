@@ -12,6 +12,7 @@ import pytest
 
 from pytest_folio.vm import VMError, qemu
 from pytest_folio.vm.qemu import Disk, Machine, find_qemu, kvm_usable, qemu_command, run_guest
+from tests.helpers.vm import alive
 
 
 def machine(tmp_path: Path, accel: str = "tcg") -> Machine:
@@ -83,15 +84,6 @@ def script(tmp_path: Path, body: str) -> list[str]:
     path = tmp_path / "fake-qemu.py"
     path.write_text("import os, subprocess, sys, time\n" + textwrap.dedent(body))
     return [sys.executable, str(path)]
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping; a zombie waiting for a reaper counts as gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_console_lines_and_exit(tmp_path: Path) -> None:

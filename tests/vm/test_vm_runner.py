@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from test_vm_qemu import alive
-from vm_helpers import bzimage, kernel_tree, module
 
 from pytest_folio.cli import main
 from pytest_folio.vm import EXIT_VM_ERROR, runner
@@ -26,6 +24,7 @@ from pytest_folio.vm.runner import (
     warm_bytecode,
     warmup_argv,
 )
+from tests.helpers.vm import alive, bzimage, kernel_tree, module
 
 FAKE_QEMU = r'''
 import os, re, subprocess, sys, time

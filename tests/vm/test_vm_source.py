@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vm_helpers import bzimage
 
 from pytest_folio.vm import VMError
 from pytest_folio.vm.source import (
@@ -16,6 +15,7 @@ from pytest_folio.vm.source import (
     kernel_compiler,
     source_package,
 )
+from tests.helpers.vm import bzimage
 
 
 def test_a_debian_kernel_names_its_package_version() -> None:

@@ -1,6 +1,6 @@
 """Deliberately broken file systems, each one realistic bug of a folio-cached file system.
-The default suites must catch every one (tests/fsx/test_fs_catalogue.py runs them as a
-user does, through ``--folio-fs=fsx_broken:NAME``).
+The default suites must catch every one (tests/suites/test_fs_catalogue.py runs them as a
+user does, through ``--folio-fs=tests.helpers.fsx_broken:NAME``).
 
 Two kinds. The wrappers (:class:`PassThrough` and its subclasses) wrap any correct
 FileSystem and build the broken call out of plain pread/pwrite/ftruncate on it, so they
@@ -15,8 +15,6 @@ from __future__ import annotations
 import errno
 import os
 
-from fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
-
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
@@ -26,6 +24,7 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_ZERO_RANGE,
     FileSystem,
 )
+from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
 
 JUNK = 0xA5
 
@@ -46,7 +45,7 @@ class PassThrough:
 
     @classmethod
     def factory(cls, blocksize: int, root: str | None = None) -> PassThrough:
-        """``--folio-fs=fsx_broken:NAME.factory``: the bug on a CachedFS."""
+        """``--folio-fs=tests.helpers.fsx_broken:NAME.factory``: the bug on a CachedFS."""
         return cls(CachedFS(blocksize, root))
 
     def size(self, fd: int) -> int:

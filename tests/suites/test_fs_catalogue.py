@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
-from fsx_broken import BUGS, CACHED_BUGS
 
-HERE = Path(__file__).parent
-CATALOGUE = ([f"fsx_broken:{bug.__name__}.factory" for bug in BUGS]
-             + [f"fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
+from tests.helpers.fsx_broken import BUGS, CACHED_BUGS
+
+CATALOGUE = ([f"tests.helpers.fsx_broken:{bug.__name__}.factory" for bug in BUGS]
+             + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
 # the wrappers' healthy base at one block size: CachedFS itself runs at all of them
-CORRECT = [("fsx_cachedfs:CachedFS",), ("fsx_broken:PassThrough.factory",
-                                        "--folio-block-sizes=4k")]
+CORRECT = [("tests.helpers.fsx_cachedfs:CachedFS",),
+           ("tests.helpers.fsx_broken:PassThrough.factory", "--folio-block-sizes=4k")]
 REPRODUCTION = re.compile(r"(?:reproduce|fsx: replay it): (python -m pytest .*)")
 
 
 def default_suites(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
-    pytester.syspathinsert(HERE)
     return pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
                               "-k", "not mtd", f"--folio-fs={spec}", "--folio-seed=1",
                               "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
@@ -53,8 +51,8 @@ def test_each_bug_is_caught_by_the_default_suites_with_a_reproduction(
 
 
 @pytest.mark.parametrize(("spec", "select"), [
-    ("fsx_broken:OExclIgnored", "not mtd"),                       # a semantics test
-    ("fsx_broken:CollapseRangeWrongShift.factory", "test_fsx"),   # fsx, its .fsxops log
+    ("tests.helpers.fsx_broken:OExclIgnored", "not mtd"),              # a semantics test
+    ("tests.helpers.fsx_broken:CollapseRangeWrongShift.factory", "test_fsx"),  # fsx, its log
 ])
 def test_the_printed_reproduction_fails_again(pytester: pytest.Pytester, spec: str,
                                               select: str) -> None:

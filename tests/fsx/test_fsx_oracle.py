@@ -13,7 +13,6 @@ import pytest
 from pytest_folio.fsx.oracle import Mismatch, compare, fallocate_modes, generate
 from pytest_folio.model.ramfs import Ramfs
 
-FSX = Path(__file__).parents[1] / "fsx"
 MODULE = ("-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fs_differential",
           "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
@@ -47,8 +46,7 @@ def test_a_correct_target_matches_a_directory_oracle(pytester: pytest.Pytester,
 
 def test_a_broken_target_fails_at_its_first_difference_and_the_replay_agrees(
         pytester: pytest.Pytester) -> None:
-    pytester.syspathinsert(FSX)
-    result = pytester.runpytest(*MODULE, "--folio-fs=fsx_broken:OAppendIgnored",
+    result = pytester.runpytest(*MODULE, "--folio-fs=tests.helpers.fsx_broken:OAppendIgnored",
                                 "--folio-fs-oracle=reference", "--folio-block-sizes=16k",
                                 "--folio-fsx-seed=7")
     result.assert_outcomes(failed=1)
@@ -58,7 +56,7 @@ def test_a_broken_target_fails_at_its_first_difference_and_the_replay_agrees(
     assert found is not None, line
     assert found.group(2) != found.group(3)
     words = shlex.split(found.group(4))
-    assert {"--folio-fs=fsx_broken:OAppendIgnored", "--folio-fs-oracle=reference",
+    assert {"--folio-fs=tests.helpers.fsx_broken:OAppendIgnored", "--folio-fs-oracle=reference",
             "--folio-block-sizes=16K", "--folio-seed=7"} <= set(words)
     again = pytester.runpytest(*words[3:], "-p", "no:cacheprovider")
     again.assert_outcomes(failed=1)

@@ -6,23 +6,18 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from pytest_folio.fsx.log import FL_KEEP_SIZE, OP_NAMES, read_fsxops
 
-HERE = Path(__file__).parent
 # test_fsx alone, without its aligned, large-file and Hypothesis siblings
 FSX_ONLY = "test_fsx and not hypothesis and not aligned and not large_file"
 
-USER_MODULE = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-
+USER_MODULE = """
 import pytest
-from fsx_broken import PunchHoleOffByOnePage
-from fsx_memfs import MemFS
+from tests.helpers.fsx_broken import PunchHoleOffByOnePage
+from tests.helpers.fsx_memfs import MemFS
 from pytest_folio.suites.fsx import FsxSuite
 
 
@@ -125,11 +120,9 @@ def test_replay_file_errors_are_usage_errors(pytester: pytest.Pytester) -> None:
 
 
 def test_bad_fsx_args_in_a_subclass_is_one_line(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_args=f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
+    pytester.makepyfile(test_args="""
 import pytest
-from fsx_memfs import MemFS
+from tests.helpers.fsx_memfs import MemFS
 from pytest_folio.suites.fsx import FsxSuite
 
 class TestArgs(FsxSuite):
@@ -170,12 +163,10 @@ def test_seed_chosen_once_gives_the_same_logs_serially_and_under_xdist(
 
 def test_hypothesis_failure_is_saved_as_fsxops_with_replay_command(
         pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_hyp=f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
+    pytester.makepyfile(test_hyp="""
 import pytest
-from fsx_broken import FallocKeepSizeExtends
-from fsx_memfs import MemFS
+from tests.helpers.fsx_broken import FallocKeepSizeExtends
+from tests.helpers.fsx_memfs import MemFS
 from pytest_folio.suites.fsx import FsxSuite
 
 class TestKeepSize(FsxSuite):

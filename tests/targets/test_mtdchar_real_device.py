@@ -4,7 +4,7 @@ These run only when ``--folio-mtd`` names a real device and ``--folio-allow-dest
 is given (they erase it), e.g. inside the VM runner, whose guest has block2mtd on a RAM
 disk as /dev/mtd0::
 
-    python -m pytest_folio vm -- tests/mtd/test_mtd_real_device.py -v
+    python -m pytest_folio vm -- tests/targets/test_mtdchar_real_device.py -v
 
 Elsewhere they skip with that reason.
 """

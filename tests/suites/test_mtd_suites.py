@@ -3,7 +3,6 @@ measurements are announced, and writing suites skip where they may not write."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +10,11 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from mtd_devices import BROKEN
 
 from pytest_folio.measurement import Measurement
 from pytest_folio.params import MTDParam, default_erasesizes
+from tests.helpers import CHECKOUT, subprocess_env
+from tests.helpers.mtd_devices import BROKEN
 
 # Which default tests must fail for each bug class (and no others).
 CAUGHT_BY = {
@@ -74,8 +74,8 @@ CAUGHT_BY = {
         'test_readonly_device_refuses_every_write_and_erase'},
 }
 
-# Devices opened as --folio-mtd=mtd_devices:NAME opens them, at each geometry below; the
-# others are one object each.
+# Devices opened as --folio-mtd=tests.helpers.mtd_devices:NAME opens them, at each geometry
+# below; the others are one object each.
 FACTORIES = {**{bug: cls.__name__ for bug, cls in BROKEN.items()}, "ram": "RamMTD",
              "cached": "CachedRamMTD", "foliocache": "FolioCacheMTD"}
 DEVICES = {
@@ -107,18 +107,18 @@ class Test_{key}(MTDTests):
 FACTORY_CLASS = """
 class Test_{key}(MTDTests):
 """ + TUNING + """
-    user_spec = "mtd_devices:{factory}"
+    user_spec = "tests.helpers.mtd_devices:{factory}"
 
     @pytest.fixture
     def mtd_device(self, request):
         yield from user_device(self.user_spec, request)
 """
 
-# What --folio-mtd=mtd_devices:NAME does, for many devices in one process: the tests
+# What --folio-mtd=tests.helpers.mtd_devices:NAME does, for many devices in one process: the tests
 # marked folio_erasesizes run at each geometry, the others at the default erasesize.
 PRELUDE = f"""
 import pytest
-import mtd_devices
+from tests.helpers import mtd_devices
 from pytest_folio.fixtures.mtd import MTD_OPENER_KEY, MTDOpener
 from pytest_folio.params import MTDParam
 from pytest_folio.suites.mtd import MTDTests
@@ -145,7 +145,6 @@ def user_device(spec, request):
 """
 
 Outcomes = dict[str, dict[str, str]]
-HERE = Path(__file__).parent
 
 
 # plugins the inner runs do not need, each costing a second or two of start-up
@@ -164,9 +163,7 @@ def run_suites(directory: Path, devices: dict[str, str], *args: str,
     source += "".join(FACTORY_CLASS.format(key=key, factory=factory)
                       for key, factory in (factories or {}).items())
     (directory / "test_devices.py").write_text(source)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE), os.environ.get("PYTHONPATH", "")]))
-    env.pop("PYTEST_ADDOPTS", None)
+    env = subprocess_env()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "pytest_folio", *QUICK,
          "-rs", "--junitxml=results.xml", "--folio-orders", "0", "test_devices.py", *args],
@@ -217,7 +214,8 @@ def test_correct_devices_pass_every_suite(every_device: tuple[Outcomes, str],
         "test_readonly_device_refuses_every_write_and_erase": readonly}, output
     assert "mtd_pagetest: this test requires NAND flash" in output
     assert "mtd_oobtest: this test requires NAND flash" in output
-    assert "mtd_devices:RamMTD returned a writeable device for readonly=True" in output
+    assert ("tests.helpers.mtd_devices:RamMTD returned a writeable device for readonly=True"
+            in output)
 
 
 def test_the_catalogue_has_thirty_bugs_and_the_default_suites_catch_them_all() -> None:
@@ -266,7 +264,7 @@ def test_speed_announces_one_measurement_per_row_with_the_folio_size(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_speed="""
 import pytest
-import mtd_devices
+from tests.helpers import mtd_devices
 from pytest_folio.suites.mtd import MTDSpeedSuite
 
 class TestSpeed(MTDSpeedSuite):
@@ -296,9 +294,8 @@ class TestSpeed(MTDSpeedSuite):
 
 
 def test_ready_to_run_suites_pass_on_the_example_user_device() -> None:
-    example = HERE.parents[1] / "examples" / "own_mtd"
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
+    example = CHECKOUT / "examples" / "own_mtd"
+    env = subprocess_env()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *QUICK, "--pyargs", "pytest_folio.suites",
          "-k", "mtd and not kernel_mtd", "-q", "-rs"],
@@ -314,7 +311,7 @@ def test_a_suite_parameter_that_does_not_fit_fails_in_one_line(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad_param="""
 import pytest
-import mtd_devices
+from tests.helpers import mtd_devices
 from pytest_folio.suites.mtd import MTDTortureSuite
 
 class TestTorture(MTDTortureSuite):

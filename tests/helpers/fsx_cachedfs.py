@@ -1,6 +1,6 @@
 """A folio-cached in-memory file system, written the way real ones are: the healthy base
 of the catalogue's one-line bugs (``fsx_broken.py``) and a correct user factory for the
-default suites (``--folio-fs=fsx_cachedfs:CachedFS``).
+default suites (``--folio-fs=tests.helpers.fsx_cachedfs:CachedFS``).
 
 Each file's data lives in a *store* (block index -> one block of bytes: its "disk") and
 is reached through a page cache shared by every file: one folio per block, so a folio is

@@ -1,4 +1,5 @@
-"""Small builders for the VM tests: ELF files (modules, vmlinux), kernel trees, cpio reading."""
+"""Small builders for the VM tests: ELF files (modules, vmlinux), kernel trees, cpio reading;
+whether a process is still alive."""
 
 from __future__ import annotations
 
@@ -101,3 +102,12 @@ def read_cpio(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
             assert pos == len(data)
             return entries
         entries[name] = (mode, body, (rmaj, rmin))
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping; a zombie waiting for a reaper counts as gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")

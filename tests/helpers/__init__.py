@@ -1,0 +1,27 @@
+"""What the project's tests share besides fixtures: the catalogues of broken MTD devices
+(``mtd_devices``) and file systems (``fsx_broken`` over ``fsx_cachedfs`` and ``fsx_memfs``),
+the model's and the VM's small builders (``model``, ``vm``).
+
+Imported by package path (``from tests.helpers.mtd_devices import RamMTD``) with the
+checkout on ``sys.path`` (pyproject's ``pythonpath``); the catalogues are user factories on
+the command line too: ``--folio-mtd=tests.helpers.mtd_devices:NAME``,
+``--folio-fs=tests.helpers.fsx_broken:NAME``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a pytest started as a subprocess: the checkout first on
+    ``PYTHONPATH``, so the inner run imports ``tests.helpers`` as this one does, and without
+    ``PYTEST_ADDOPTS`` (the outer run's options are not the inner run's)."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(CHECKOUT), os.environ.get("PYTHONPATH", "")) if p)
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
