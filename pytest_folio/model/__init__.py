@@ -6,17 +6,7 @@ recognises them; see docs/model.md.
 
 from pytest_folio.model.blockdev import BlockDevice, invalidate_bdev, sync_blockdev
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.filemap import (
-    FGP_CREAT,
-    FGP_FOR_MMAP,
-    FGP_LOCK,
-    FGP_NOWAIT,
-    FGP_WRITEBEGIN,
-    AddressSpace,
-    filemap_get_folio,
-    folio_mark_dirty,
-    read_mapping_folio,
-)
+from pytest_folio.model.filemap import AddressSpace, filemap_get_folio, read_mapping_folio
 from pytest_folio.model.folio import (
     Folio,
     FolioDeadlock,
@@ -29,6 +19,8 @@ from pytest_folio.model.folio import (
 )
 from pytest_folio.model.invariants import InvariantError, check_mapping, check_memory
 from pytest_folio.model.memory import PhysicalMemory
+from pytest_folio.model.page_writeback import folio_mark_dirty
+from pytest_folio.model.pagemap import FGP_CREAT, FGP_FOR_MMAP, FGP_LOCK, FGP_NOWAIT, FGP_WRITEBEGIN
 from pytest_folio.model.pagewrappers import (
     Page,
     lock_page,

@@ -8,14 +8,14 @@ pages. The hot paths (:meth:`AddressSpace.filemap_read`,
 :meth:`AddressSpace.generic_perform_write`) touch each folio once and copy with one
 memoryview slice assignment per folio.
 
-Kernel rules modelled here (mm/filemap.c, include/linux/pagemap.h); the rest of the page
-cache lives where the kernel keeps it: truncate and invalidate in :mod:`.truncate`,
+Kernel rules modelled here (mm/filemap.c); the rest of the page cache lives where the
+kernel keeps it: the fgf_t flags and the folio order range in :mod:`.pagemap`, dirtying
+and writeback in :mod:`.page_writeback`, truncate and invalidate in :mod:`.truncate`,
 readahead in :mod:`.readahead`, reclaim in :mod:`.vmscan`, splitting in
-:mod:`.huge_memory` (each a free function taking the mapping, bound as a method too).
-AddressSpace's underscored methods are shared by those modules, not by callers.
+:mod:`.huge_memory` (each a free function taking the mapping or the folio, bound as a
+method too). AddressSpace's underscored methods are shared by those modules, not by
+callers.
 
-- ``mapping_set_folio_order_range``: orders clamped to MAX_PAGECACHE_ORDER; the model
-  refuses max < min with ValueError where the kernel silently raises max.
 - creation (``__filemap_get_folio`` with FGP_CREAT): the index is aligned down to the
   minimum order (``mapping_align_index``), the order is clamped to the maximum and
   lowered to the index's alignment (``__ffs(index)``), then each failed allocation or
@@ -31,7 +31,7 @@ import errno
 from collections.abc import Iterator
 from typing import Protocol, cast
 
-from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.folio import (
     Folio,
     FolioDeadlock,
@@ -45,6 +45,21 @@ from pytest_folio.model.folio import (
 )
 from pytest_folio.model.huge_memory import split_folio_to_order
 from pytest_folio.model.memory import PhysicalMemory
+from pytest_folio.model.page_writeback import do_writepages, folio_mark_dirty
+from pytest_folio.model.pagemap import (
+    FGP_CREAT,
+    FGP_FOR_MMAP,
+    FGP_LOCK,
+    FGP_NOWAIT,
+    fgf_set_order,
+    mapping_align_index,
+    mapping_max_folio_order,
+    mapping_min_folio_nrpages,
+    mapping_min_folio_order,
+    mapping_set_folio_min_order,
+    mapping_set_folio_order_range,
+    mapping_set_large_folios,
+)
 from pytest_folio.model.readahead import FileRaState, page_cache_ra_order, page_cache_sync_ra
 from pytest_folio.model.stats import Stats
 from pytest_folio.model.truncate import (
@@ -55,16 +70,6 @@ from pytest_folio.model.truncate import (
 from pytest_folio.model.vmscan import try_to_free_pages
 from pytest_folio.sizes import ffs0, format_size
 
-# include/linux/pagemap.h fgf_t bits
-FGP_ACCESSED = 0x01
-FGP_LOCK = 0x02
-FGP_CREAT = 0x04
-FGP_WRITE = 0x08
-FGP_NOFS = 0x10
-FGP_NOWAIT = 0x20
-FGP_FOR_MMAP = 0x40
-FGP_STABLE = 0x80
-FGP_WRITEBEGIN = FGP_LOCK | FGP_WRITE | FGP_CREAT | FGP_STABLE
 
 class AddressSpaceOperations(Protocol):
     """What a backing store provides (``struct address_space_operations``).
@@ -75,12 +80,6 @@ class AddressSpaceOperations(Protocol):
     """
 
     def read_folio(self, folio: Folio) -> None: ...
-
-
-def fgf_set_order(size: int) -> int:
-    """The folio order a write of ``size`` bytes asks for (pagemap.h ``fgf_set_order``)."""
-    shift = size.bit_length() - 1 if size > 0 else 0
-    return 0 if shift <= PAGE_SHIFT else shift - PAGE_SHIFT
 
 
 class AddressSpace:
@@ -107,51 +106,14 @@ class AddressSpace:
         self._max_order = 0
         self._top_order = 0                         # highest order ever cached (lookup bound)
 
-    # -- folio order range (include/linux/pagemap.h) ---------------------------------
-
-    def mapping_set_folio_order_range(self, min_order: int, max_order: int) -> None:
-        """Allow folios of ``min_order`` to ``max_order``; both clamped to
-        MAX_PAGECACHE_ORDER as in the kernel. Set it before the mapping holds folios."""
-        for name, value in (("minimum", min_order), ("maximum", max_order)):
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} folio order must be a whole number >= 0, "
-                                 f"not {value!r}")
-        min_order = min(min_order, MAX_PAGECACHE_ORDER)
-        max_order = min(max_order, MAX_PAGECACHE_ORDER)
-        if max_order < min_order:
-            raise ValueError(f"folio order range {min_order}..{max_order}: the maximum "
-                             "order must not be below the minimum")
-        if self.nrpages:
-            raise ValueError("set the folio order range before the mapping holds folios")
-        if self.memory.size < PAGE_SIZE << min_order:
-            raise ValueError(
-                f"physical memory of {format_size(self.memory.size)} is too small for "
-                f"order-{min_order} folios: it needs at least "
-                f"{format_size(PAGE_SIZE << min_order)}")
-        self._min_order = min_order
-        self._min_mask = ~((1 << min_order) - 1)
-        self._max_order = max_order
-        self._top_order = max(self._top_order, min_order)
-
-    def mapping_set_folio_min_order(self, min_order: int) -> None:
-        """Minimum order, any larger order allowed (what set_blocksize and LBS file
-        systems use)."""
-        self.mapping_set_folio_order_range(min_order, MAX_PAGECACHE_ORDER)
-
-    def mapping_set_large_folios(self) -> None:
-        self.mapping_set_folio_order_range(0, MAX_PAGECACHE_ORDER)
-
-    def mapping_min_folio_order(self) -> int:
-        return self._min_order
-
-    def mapping_max_folio_order(self) -> int:
-        return self._max_order
-
-    def mapping_min_folio_nrpages(self) -> int:
-        return 1 << self._min_order
-
-    def mapping_align_index(self, index: int) -> int:
-        return index & ~((1 << self._min_order) - 1)
+    # include/linux/pagemap.h's order range, as methods too
+    mapping_set_folio_order_range = mapping_set_folio_order_range
+    mapping_set_folio_min_order = mapping_set_folio_min_order
+    mapping_set_large_folios = mapping_set_large_folios
+    mapping_min_folio_order = mapping_min_folio_order
+    mapping_max_folio_order = mapping_max_folio_order
+    mapping_min_folio_nrpages = mapping_min_folio_nrpages
+    mapping_align_index = mapping_align_index
 
     # -- lookup ---------------------------------------------------------------------------
 
@@ -363,42 +325,17 @@ class AddressSpace:
                 self._read_folio_locked(folio)
             return folio
 
-    # -- dirtying and writeback ---------------------------------------------------------------
+    # -- dirtying and writeback (mm/page-writeback.c) ------------------------------------
 
-    def folio_mark_dirty(self, folio: Folio) -> bool:
-        """Mark dirty; True if it was clean. A folio no longer in the cache still gets
-        the flag (noop_dirty_folio) but nothing will ever write it back."""
-        if folio.dirty:
-            return False
-        folio.dirty = True
-        return True
+    folio_mark_dirty = staticmethod(folio_mark_dirty)
 
     def filemap_write_and_wait(self) -> None:
         self.filemap_write_and_wait_range(0, -1)
 
     def filemap_write_and_wait_range(self, lstart: int, lend: int) -> None:
         """Write back every dirty folio overlapping bytes [lstart, lend] (lend -1: to the
-        end) through ``a_ops.writepage``. Without writepage nothing happens."""
-        writepage = getattr(self.a_ops, "writepage", None)
-        if writepage is None:
-            return
-        last = (1 << 63) if lend < 0 else lend >> PAGE_SHIFT
-        for folio in self._folios_in(lstart >> PAGE_SHIFT, last):
-            if not folio.dirty:
-                continue
-            if folio.locked:
-                raise FolioDeadlock(f"writeback of folio at index {folio.index}, which "
-                                    "the caller holds locked")
-            folio.writeback = True
-            folio.dirty = False
-            self.stats.writepage += 1
-            try:
-                writepage(folio)
-            except BaseException:
-                folio.dirty = True
-                raise
-            finally:
-                folio.writeback = False
+        end) through ``a_ops.writepage`` (:func:`page_writeback.do_writepages`)."""
+        do_writepages(self, lstart, lend)
 
     # -- removal: truncate, invalidate ------------------------------------------------------------
 
@@ -551,21 +488,6 @@ class AddressSpace:
                 f"{len(self._folios)} folios, {self.nrpages} pages>")
 
 
-def read_mapping_folio(mapping: AddressSpace, index: int) -> Folio:
-    """Kernel-style spelling of :meth:`AddressSpace.read_mapping_folio`."""
-    return mapping.read_mapping_folio(index)
-
-
-def filemap_get_folio(mapping: AddressSpace, index: int) -> Folio | None:
-    return mapping.filemap_get_folio(index)
-
-
-def folio_mark_dirty(folio: Folio) -> bool:
-    """Mark a folio dirty through its mapping (or just the flag once it was dropped)."""
-    mapping = folio.mapping
-    if mapping is not None:
-        return mapping.folio_mark_dirty(folio)
-    if folio.dirty:
-        return False
-    folio.dirty = True
-    return True
+# Kernel-style spellings: the methods above as functions taking the mapping first
+read_mapping_folio = AddressSpace.read_mapping_folio
+filemap_get_folio = AddressSpace.filemap_get_folio

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from pytest_folio.model.constants import PAGE_SHIFT
-from pytest_folio.model.filemap import AddressSpace, folio_mark_dirty
+from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import Folio, folio_lock, folio_put, folio_unlock
+from pytest_folio.model.page_writeback import folio_mark_dirty
 from pytest_folio.model.stats import Stats
 
 R = TypeVar("R")

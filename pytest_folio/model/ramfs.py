@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.filemap import FGP_CREAT, FGP_LOCK, AddressSpace
+from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import (
     Folio,
     folio_mark_uptodate,
@@ -37,6 +37,7 @@ from pytest_folio.model.folio import (
     folio_zero_range,
 )
 from pytest_folio.model.memory import PhysicalMemory
+from pytest_folio.model.pagemap import FGP_CREAT, FGP_LOCK
 from pytest_folio.model.stats import Stats
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, Inode, Vfs, raise_errno
 from pytest_folio.sizes import format_size, ilog2, is_power_of_two, parse_size

@@ -29,7 +29,7 @@ from pytest_folio.model import (
     set_page_dirty,
     unlock_page,
 )
-from pytest_folio.model.filemap import fgf_set_order
+from pytest_folio.model.pagemap import fgf_set_order
 from tests.helpers.model import StoreOps, make_mapping, pages
 
 # -- the order range -----------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""Dirtying and writing back folios (mm/page-writeback.c).
+
+A folio is marked dirty with :func:`folio_mark_dirty`, whether or not it is still in a
+mapping (the flag alone, as ``noop_dirty_folio`` would leave it, once it was dropped:
+nothing will write it back then). :func:`do_writepages` writes a mapping's dirty folios
+through ``a_ops.writepage``; without one (ramfs) they stay dirty.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_folio.model.constants import PAGE_SHIFT
+from pytest_folio.model.folio import Folio, FolioDeadlock
+
+if TYPE_CHECKING:
+    from pytest_folio.model.filemap import AddressSpace
+
+
+def folio_mark_dirty(folio: Folio) -> bool:
+    """Mark a folio dirty; True if it was clean."""
+    if folio.dirty:
+        return False
+    folio.dirty = True
+    return True
+
+
+def do_writepages(mapping: AddressSpace, lstart: int, lend: int) -> None:
+    """Write back every dirty folio overlapping bytes [lstart, lend] (lend -1: to the
+    end), each cleared of its dirty flag and under writeback while ``writepage`` runs
+    (dirty again if it fails). Without ``writepage`` nothing happens."""
+    writepage = getattr(mapping.a_ops, "writepage", None)
+    if writepage is None:
+        return
+    last = (1 << 63) if lend < 0 else lend >> PAGE_SHIFT
+    for folio in mapping._folios_in(lstart >> PAGE_SHIFT, last):
+        if not folio.dirty:
+            continue
+        if folio.locked:
+            raise FolioDeadlock(f"writeback of folio at index {folio.index}, which "
+                                "the caller holds locked")
+        folio.writeback = True
+        folio.dirty = False
+        mapping.stats.writepage += 1
+        try:
+            writepage(folio)
+        except BaseException:
+            folio.dirty = True
+            raise
+        finally:
+            folio.writeback = False
