@@ -37,3 +37,29 @@ FALLOC_FL_PUNCH_HOLE = 0x02
 FALLOC_FL_COLLAPSE_RANGE = 0x08
 FALLOC_FL_ZERO_RANGE = 0x10
 FALLOC_FL_INSERT_RANGE = 0x20
+
+# The fallocate modes vfs_fallocate() lets through to a file system, each with the
+# FileSystem feature a target lists for it (the mode fsx's probes try first).
+FALLOC_MODE_FEATURE = {
+    0: "fallocate", FALLOC_FL_KEEP_SIZE: "fallocate",
+    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: "punch_hole",
+    FALLOC_FL_ZERO_RANGE: "zero_range", FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE: "zero_range",
+    FALLOC_FL_COLLAPSE_RANGE: "collapse_range", FALLOC_FL_INSERT_RANGE: "insert_range",
+}
+# The mode each of those features is used with (and probed with) first.
+FALLOC_FEATURE_MODE = {feature: mode for mode, feature in reversed(FALLOC_MODE_FEATURE.items())}
+_FALLOC_NAMES = {FALLOC_FL_PUNCH_HOLE: "FALLOC_FL_PUNCH_HOLE",
+                 FALLOC_FL_COLLAPSE_RANGE: "FALLOC_FL_COLLAPSE_RANGE",
+                 FALLOC_FL_ZERO_RANGE: "FALLOC_FL_ZERO_RANGE",
+                 FALLOC_FL_INSERT_RANGE: "FALLOC_FL_INSERT_RANGE",
+                 FALLOC_FL_KEEP_SIZE: "FALLOC_FL_KEEP_SIZE"}
+
+
+def falloc_mode_name(mode: int) -> str:
+    """A mode as C code spells it, KEEP_SIZE last (``FALLOC_FL_PUNCH_HOLE |
+    FALLOC_FL_KEEP_SIZE``; ``0``; unknown bits in hex), for reports such as fsx's."""
+    words = [name for bit, name in _FALLOC_NAMES.items() if mode & bit]
+    rest = mode & ~sum(_FALLOC_NAMES)
+    if rest:
+        words.append(f"{rest:#x}")
+    return " | ".join(words) or "0"

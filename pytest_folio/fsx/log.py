@@ -92,6 +92,12 @@ def op_name(op: int) -> str:
     return OP_NAMES[op]
 
 
+def op_code(name: str) -> int:
+    """The operation a log line's name stands for (fsx's dontcache and atomic variants
+    are the plain call); KeyError for a name fsx does not have."""
+    return _OP_CODES[name]
+
+
 def op_args_count(op: int) -> int:
     return 4 if op in _FIVE_ARG_OPS else 3
 

@@ -36,20 +36,9 @@ from pytest_folio.fsx.log import (
     FL_CLOSE_OPEN,
     FL_KEEP_SIZE,
     FL_NONE,
-    OP_COLLAPSE_RANGE,
-    OP_COPY_RANGE,
-    OP_FALLOCATE,
-    OP_FSYNC,
-    OP_INSERT_RANGE,
-    OP_MAPREAD,
-    OP_MAPWRITE,
-    OP_PUNCH_HOLE,
-    OP_READ,
-    OP_TRUNCATE,
-    OP_WRITE,
-    OP_ZERO_RANGE,
     LogEntry,
     format_fsxops,
+    op_code,
 )
 from pytest_folio.targets.protocols import FileSystem
 
@@ -60,6 +49,25 @@ settings.register_profile(THOROUGH, max_examples=500, stateful_step_count=200,
                           deadline=None, suppress_health_check=_HEALTH)
 
 _files = itertools.count()
+# Offsets and lengths within fsx's default limits, so shrinking heads for small numbers.
+_OFF = st.integers(0, FsxOptions().maxfilelen - 1)
+_LEN = st.integers(0, FsxOptions().maxoplen)
+_CO = st.booleans()  # close and reopen the file after the operation (fsx's -c)
+
+
+def _range_rule(name: str, *, keep_size: bool = False) -> Callable[..., None]:
+    """The rule for an fsx operation on a range of the file, named as the operation
+    (Hypothesis prints the shrunk steps by these names); with ``keep_size``, the rule
+    also draws fallocate's FALLOC_FL_KEEP_SIZE."""
+
+    def apply(self: FsxMachine, offset: int, size: int, close_open: bool,
+              keep_size: bool = False) -> None:
+        self._op(name, offset, size, keep_size=keep_size, close_open=close_open)
+
+    apply.__name__ = apply.__qualname__ = name
+    if keep_size:
+        return rule(offset=_OFF, size=_LEN, keep_size=st.booleans(), close_open=_CO)(apply)
+    return rule(offset=_OFF, size=_LEN, close_open=_CO)(apply)
 
 
 class FsxStateFailure(FsxFailure):
@@ -94,59 +102,30 @@ class FsxMachine(RuleBasedStateMachine):
             self.engine.close()
             raise FsxStateFailure(failure, format_fsxops(self.engine.log)) from None
 
-    def _op(self, op: int, offset: int, size: int, dest: int | None = None, *,
+    def _op(self, name: str, offset: int, size: int, dest: int | None = None, *,
             keep_size: bool = False, close_open: bool = False) -> None:
         args = (offset, size, 0) if dest is None else (offset, size, dest, 0)
         flags = (FL_KEEP_SIZE if keep_size else FL_NONE) | (
             FL_CLOSE_OPEN if close_open else FL_NONE)
-        self._guard(lambda: self.engine.step(LogEntry(op, args, flags)))
+        entry = LogEntry(op_code(name), args, flags)
+        self._guard(lambda: self.engine.step(entry))
 
-    # Offsets and lengths within fsx's limits, so shrinking heads for small numbers.
-    _off = st.integers(0, options.maxfilelen - 1)
-    _len = st.integers(0, options.maxoplen)
-    _co = st.booleans()  # close and reopen the file after the operation (fsx's -c)
+    read = _range_rule("read")
+    write = _range_rule("write")
+    mapread = _range_rule("mapread")
+    mapwrite = _range_rule("mapwrite")
 
-    @rule(offset=_off, size=_len, close_open=_co)
-    def read(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_READ, offset, size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, close_open=_co)
-    def write(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_WRITE, offset, size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, close_open=_co)
-    def mapread(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_MAPREAD, offset, size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, close_open=_co)
-    def mapwrite(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_MAPWRITE, offset, size, close_open=close_open)
-
-    @rule(size=_off, close_open=_co)
+    @rule(size=_OFF, close_open=_CO)
     def truncate(self, size: int, close_open: bool) -> None:
-        self._op(OP_TRUNCATE, 0, size, close_open=close_open)
+        self._op("truncate", 0, size, close_open=close_open)
 
-    @rule(offset=_off, size=_len, keep_size=st.booleans(), close_open=_co)
-    def fallocate(self, offset: int, size: int, keep_size: bool, close_open: bool) -> None:
-        self._op(OP_FALLOCATE, offset, size, keep_size=keep_size, close_open=close_open)
+    fallocate = _range_rule("fallocate", keep_size=True)
+    punch_hole = _range_rule("punch_hole")
+    zero_range = _range_rule("zero_range", keep_size=True)
+    collapse_range = _range_rule("collapse_range")
+    insert_range = _range_rule("insert_range")
 
-    @rule(offset=_off, size=_len, close_open=_co)
-    def punch_hole(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_PUNCH_HOLE, offset, size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, keep_size=st.booleans(), close_open=_co)
-    def zero_range(self, offset: int, size: int, keep_size: bool, close_open: bool) -> None:
-        self._op(OP_ZERO_RANGE, offset, size, keep_size=keep_size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, close_open=_co)
-    def collapse_range(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_COLLAPSE_RANGE, offset, size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, close_open=_co)
-    def insert_range(self, offset: int, size: int, close_open: bool) -> None:
-        self._op(OP_INSERT_RANGE, offset, size, close_open=close_open)
-
-    @rule(offset=_off, size=_len, dest=_off, close_open=_co)
+    @rule(offset=_OFF, size=_LEN, dest=_OFF, close_open=_CO)
     def copy_range(self, offset: int, size: int, dest: int, close_open: bool) -> None:
         # fsx's generate_dest_range(): the source inside the file, not overlapping dest
         file_size = self.engine.model.size
@@ -154,11 +133,11 @@ class FsxMachine(RuleBasedStateMachine):
         size = min(size, file_size - offset)
         if abs(dest - offset) < size:
             dest = offset + size
-        self._op(OP_COPY_RANGE, offset, size, dest, close_open=close_open)
+        self._op("copy_range", offset, size, dest, close_open=close_open)
 
-    @rule(close_open=_co)
+    @rule(close_open=_CO)
     def fsync(self, close_open: bool) -> None:
-        self._op(OP_FSYNC, 0, 0, close_open=close_open)
+        self._op("fsync", 0, 0, close_open=close_open)
 
     @invariant()
     def size_matches(self) -> None:

@@ -24,14 +24,15 @@ import random
 import stat
 from typing import Any
 
-from pytest_folio.model.constants import PAGE_SIZE
-from pytest_folio.targets.protocols import (
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
-    FileSystem,
+    FALLOC_MODE_FEATURE,
 )
 
 Op = tuple[Any, ...]
@@ -46,12 +47,7 @@ FLAGS = [
     os.O_WRONLY | os.O_APPEND | os.O_CREAT, os.O_RDONLY | os.O_DIRECTORY,
     os.O_RDONLY | os.O_TRUNC,
 ]
-MODE_FEATURE = {
-    0: "fallocate", FALLOC_FL_KEEP_SIZE: "fallocate",
-    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: "punch_hole",
-    FALLOC_FL_ZERO_RANGE: "zero_range", FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE: "zero_range",
-    FALLOC_FL_COLLAPSE_RANGE: "collapse_range", FALLOC_FL_INSERT_RANGE: "insert_range",
-}
+MODE_FEATURE = FALLOC_MODE_FEATURE  # the modes generate() draws from, by feature
 # invalid combinations: vfs_fallocate refuses them before the file system is asked
 BAD_MODES = [FALLOC_FL_PUNCH_HOLE, FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_KEEP_SIZE,
              FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0x100]

@@ -90,6 +90,20 @@ def test_unsupported_features_are_skipped_and_counted() -> None:
     assert "unsupported by MemFS: collapse_range" in result.lines[-1]
 
 
+def test_without_q_the_probe_says_what_it_disables_in_fsx_words() -> None:
+    fs = MemFS(features=frozenset({"fallocate", "copy_range"}))
+    result = FsxEngine(fs, SMALL.replace(numops=10, seed=6, quiet=False)).run()
+    assert result.lines[:4] == [
+        "Seed set to 6",
+        "main: filesystem does not support mmap (no mmap in its features): mapped reads "
+        "and writes become reads and writes",
+        "main: filesystem does not support fallocate mode FALLOC_FL_PUNCH_HOLE | "
+        "FALLOC_FL_KEEP_SIZE, disabling! (no punch_hole in its features)",
+        "main: filesystem does not support fallocate mode FALLOC_FL_ZERO_RANGE, "
+        "disabling! (no zero_range in its features)",
+    ]
+
+
 class SaysNoToZeroRange(PassThrough):
     """Lists zero_range but answers EOPNOTSUPP once asked for real (after the probe)."""
 

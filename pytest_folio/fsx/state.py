@@ -1,0 +1,234 @@
+"""One fsx run's state, its operation log, the checks after each operation, and the
+failure path everything else ends in.
+
+The operations (:mod:`.ops`) and the loop (:mod:`.engine`) build on this class: they
+change the target and the model, then call the checks here; a check that fails prints
+fsx's report (formatted by :mod:`.report`), saves the files (:mod:`.artifacts`) and
+raises :class:`~pytest_folio.fsx.report.FsxFailure`, as fsx's report_failure() does.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fsx.artifacts import read_target_file, save_failure
+from pytest_folio.fsx.config import FsxOptions
+from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_NONE, FL_SKIPPED, OP_NAMES, LogEntry
+from pytest_folio.fsx.model import DataPattern, FileModel
+from pytest_folio.fsx.probe import Capabilities
+from pytest_folio.fsx.report import (
+    FsxFailure,
+    FsxResult,
+    bad_bytes,
+    bad_data_lines,
+    eofpage_line,
+    error_line,
+    failure_summary,
+    logdump_lines,
+    size_error_line,
+)
+from pytest_folio.targets.protocols import FileSystem
+
+PAGE_MASK = PAGE_SIZE - 1
+_ZERO_PAGE = memoryview(bytes(PAGE_SIZE))
+_T = TypeVar("_T")
+
+
+class FsxState:
+    """One fsx run against ``fs``, on the file ``path``: what every part of it shares."""
+
+    def __init__(self, fs: FileSystem, options: FsxOptions | None = None, *,
+                 path: str = "fsx.dat", fname: str | None = None,
+                 artifacts: str | os.PathLike[str] | None = None, record: bool = False,
+                 echo: Callable[[str], None] | None = None) -> None:
+        self.fs = fs
+        self.opts = options or FsxOptions()
+        self.path = path
+        self.fname = fname or path
+        self.artifacts = Path(artifacts) if artifacts is not None else None
+        self.record = record
+        self.echo = echo
+        self.lines: list[str] = []
+        self.log: list[LogEntry] = []
+        self.testcalls = 0
+        self.badoff = -1
+        self.fd: int | None = None
+        self.done: Counter[str] = Counter()
+        self.skipped_unsupported: Counter[str] = Counter()
+        self.skipped_disabled: Counter[str] = Counter()
+        self.skipped_noop: Counter[str] = Counter()
+        self.converted: Counter[str] = Counter()
+        self.eofpage_checks = True
+        self.closeopen = False
+        self.block_size = 0
+        self._elapsed = 0.0
+        self._cpu = 0.0
+        self._setup(self.opts.maxfilelen)
+
+    def _setup(self, maxfilelen: int) -> None:
+        """The model, the data and the random numbers for a file of ``maxfilelen``."""
+        opts = self.opts
+        self.maxfilelen = maxfilelen
+        rng = random.Random(opts.seed)
+        self._getrandbits = rng.getrandbits  # fsx's random(): 31 bits
+        self.pattern = DataPattern(rng.randbytes(maxfilelen))
+        self.model = FileModel(maxfilelen)
+        self.biggest = 0
+        self._closeprob_limit = (1 << 28) // opts.closeprob if opts.closeprob else -1
+        self.caps = Capabilities(opts, None if opts.quiet else self.prt)
+
+    def prt(self, line: str) -> None:
+        self.lines.append(line)
+        if self.echo is not None:
+            self.echo(line)
+
+    def _prterr(self, prefix: str, exc: OSError) -> None:
+        self.prt(error_line(prefix, exc))
+
+    def _syscall(self, status: int, what: str, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)``; an OSError from it is fsx's failure ``status``, reported as
+        ``what: strerror``."""
+        try:
+            return call(*args)
+        except OSError as exc:
+            self._prterr(what, exc)
+            self._fail(status)
+
+    def _fstat(self) -> os.stat_result:
+        assert self.fd is not None
+        return self.fs.fstat(self.fd)
+
+    # -- the log ---------------------------------------------------------------------
+    def _log(self, op: int, args: tuple[int, ...], flags: int = FL_NONE) -> None:
+        if self.closeopen:
+            flags |= FL_CLOSE_OPEN
+        self.log.append(LogEntry(op, args, flags))
+        if flags & FL_SKIPPED:
+            self.skipped_noop[OP_NAMES[op]] += 1
+        else:
+            self.done[OP_NAMES[op]] += 1
+
+    def _log_disabled(self, op: int, args: tuple[int, ...], flags: int = FL_NONE, *,
+                      unsupported: bool) -> None:
+        """An operation turned off by the options or missing from the target."""
+        flags |= FL_SKIPPED | (FL_CLOSE_OPEN if self.closeopen else 0)
+        self.log.append(LogEntry(op, args, flags))
+        counter = self.skipped_unsupported if unsupported else self.skipped_disabled
+        counter[OP_NAMES[op]] += 1
+
+    def _skip(self, op: int, args: tuple[int, ...], why: str, flags: int = FL_NONE) -> None:
+        """An operation with nothing to do (zero length, past EOF, ...), as fsx logs it."""
+        if not self.opts.quiet:
+            self.prt(why)
+        self._log(op, args, flags | FL_SKIPPED)
+
+    def _unsupported_now(self, op: int, exc: OSError) -> None:
+        """The target said EOPNOTSUPP to an operation it listed: skip it from now on."""
+        last = self.log[-1]
+        self.log[-1] = last._replace(flags=last.flags | FL_SKIPPED)
+        name = OP_NAMES[op]
+        self.done[name] -= 1
+        self.skipped_unsupported[name] += 1
+        self.caps.disable(op, os.strerror(exc.errno or 0))
+
+    # -- checks ----------------------------------------------------------------------
+    def check_size(self) -> None:
+        """The target's size must be the model's after every operation."""
+        assert self.fd is not None
+        try:
+            size = self.fs.fstat(self.fd).st_size
+        except OSError as exc:
+            self._prterr("check_size: fstat", exc)
+            size = -1
+        if size != self.model.size:
+            self.prt(size_error_line(self.model.size, size))
+            self.badoff = min(size, self.model.size) if size >= 0 else 0
+            self._fail(120, badoff=self.badoff)
+
+    def _check_buffers(self, buf: bytes, offset: int) -> None:
+        good = self.model.buf
+        if buf == good[offset:offset + len(buf)]:
+            return
+        for line in bad_data_lines(buf, good, offset, self.fname):
+            self.prt(line)
+        first = offset + next(bad_bytes(buf, good, offset))
+        self.badoff = offset + next(bad_bytes(buf, good, offset, reverse=True))
+        self._fail(110, badoff=first)
+
+    def _check_eofpage(self, what: str, offset: int, size: int) -> None:
+        """The mapped last page must read as zeroes past EOF (POSIX mmap, fsx's
+        check_eofpage())."""
+        file_size = self.model.size
+        tail = file_size & PAGE_MASK
+        if not self.eofpage_checks or not tail or offset + size <= file_size & ~PAGE_MASK:
+            return
+        assert self.fd is not None
+        try:
+            past = self.fs.mmap_read(self.fd, file_size, PAGE_SIZE - tail)
+        except OSError as exc:
+            self.eofpage_checks = False
+            self.prt(f"fsx: cannot map past EOF on this target ({exc}): "
+                     "end-of-file page checks disabled")
+            return
+        if past == _ZERO_PAGE[:len(past)]:
+            return
+        i = next(k for k, byte in enumerate(past) if byte)
+        self.prt(eofpage_line(what, file_size, past, i))
+        self._fail(205, badoff=file_size + i)
+
+    def check_contents(self) -> None:
+        """Read the whole file and the mapped EOF page and compare with the model."""
+        size = self.model.size
+        if size == 0:
+            return
+        assert self.fd is not None
+        try:
+            data = self.fs.pread(self.fd, size, 0)
+        except OSError as exc:
+            self._prterr("check_contents: read", exc)
+            self._fail(141)
+        if len(data) != size:
+            self.prt(f"short check read: {len(data):#x} bytes instead of {size:#x}")
+            self._fail(141)
+        self._check_buffers(data, 0)
+        if self.caps.mapped_reads:
+            self._check_eofpage("check_contents", size - 1, 1)
+
+    # -- failure ---------------------------------------------------------------------
+    def logdump(self) -> None:
+        for line in logdump_lines(self.log, self.badoff):
+            self.prt(line)
+
+    def _fail(self, status: int, *, badoff: int = -1, dump: bool = True) -> NoReturn:
+        """fsx's report_failure(): dump the log, save the files, raise FsxFailure."""
+        summary = failure_summary(self.lines, status, self.log, badoff, dumped=dump)
+        artifacts: dict[str, Path] = {}
+        if dump:
+            self.logdump()
+            if self.artifacts is not None:
+                artifacts = save_failure(
+                    self.artifacts, self.log, self.badoff, self.model.contents(),
+                    read_target_file(self.fs, self.path), self.fname, self.prt, self.lines)
+        raise FsxFailure(summary, status=status, badoff=badoff,
+                         report="\n".join(self.lines), artifacts=artifacts)
+
+    def close(self) -> None:
+        """Close the file if it is open (also after a failure)."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                self.fs.close(fd)
+            except OSError as exc:
+                self._prterr("close", exc)
+
+    def result(self) -> FsxResult:
+        return FsxResult(self.testcalls, len(self.log), +self.done,
+                         +self.skipped_unsupported, +self.skipped_disabled,
+                         +self.skipped_noop, +self.converted, self._elapsed, self._cpu,
+                         list(self.lines))
