@@ -19,14 +19,14 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from pytest_folio.vm import VMError
-from pytest_folio.vm.kernel import Kernel, ModuleTree, Progress, modinfo, module_name
+from pytest_folio.vm import Progress, VMError, publish
+from pytest_folio.vm.kernel import Kernel
+from pytest_folio.vm.modules import ModuleTree, modinfo, module_name
 from pytest_folio.vm.source import KernelSource, SourceCache, check_compiler
 
 BUILD_FORMAT = "1"  # bump when the layout of a build directory changes
@@ -154,21 +154,12 @@ class ModuleBuilder:
         origin = origin_text(patches, driver)
         if (entry / "done").is_file():
             return self._result(entry, origin, cached=True)
-        self.store.mkdir(parents=True, exist_ok=True)
         log = self.store / f"{key}.log"
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=self.store))
-        try:
+        with publish(entry, ready="done") as staging:
             with log.open("w") as out:
                 self._build_in(staging, patches, driver, mtd_tests, out, log)
             shutil.copyfile(log, staging / "build.log")
             (staging / "done").write_text(origin + "\n")
-            try:
-                staging.rename(entry)
-            except OSError:
-                if not (entry / "done").is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         log.unlink(missing_ok=True)
         return self._result(entry, origin, cached=False)
 
@@ -311,11 +302,12 @@ def loaded_lines(built: Built, names: Iterable[str]) -> list[str]:
 
 def build_for_kernel(kernel: Kernel, patches: list[Path], driver: Path | None,
                      mtd_tests: bool, cache_root: Path, progress: Progress,
-                     source: KernelSource | None = None) -> Built:
+                     source: KernelSource | None = None, suite: str | None = None) -> Built:
     """Everything ``--patch``/``--driver``/``--mtd-tests`` need, built for ``kernel``:
-    from its Debian source (fetched and cached) unless ``source`` is given."""
+    from its Debian source (fetched from ``suite``, default the host's, and cached)
+    unless ``source`` is given."""
     if source is None:
-        source = SourceCache(cache_root).fetch(kernel, progress)
+        source = SourceCache(cache_root).fetch(kernel, progress, suite)
     start = time.monotonic()
     built = ModuleBuilder(source, cache_root, progress).build(patches, driver, mtd_tests)
     what = ", ".join([*built.modules, *(["the mtd tests"] if built.mtd_tests else [])])

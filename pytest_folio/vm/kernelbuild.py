@@ -16,13 +16,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from pytest_folio.vm import VMError
+from pytest_folio.vm import Progress, VMError, publish
 from pytest_folio.vm.build import BuildError
-from pytest_folio.vm.kernel import Kernel, Progress, user_kernel
+from pytest_folio.vm.kernel import Kernel, user_kernel
 from pytest_folio.vm.source import KernelSource
 
 # What the guest needs and what the suites test; everything else stays off. brd, mtd,
@@ -169,11 +168,9 @@ def build_kernel(src: Path, cache_root: Path, progress: Progress,
             if shutil.which(tool) is None:
                 raise VMError(f"--build-kernel needs {tool}: install it (apt-get install "
                               "build-essential flex bison bc libelf-dev libssl-dev)")
-        entry.parent.mkdir(parents=True, exist_ok=True)
         log = entry.parent / f"{key}.log"
-        log.write_text("")
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=entry.parent))
-        try:
+        with publish(entry, ready="done") as staging:
+            log.write_text("")
             fragment = staging / "vm.config"
             fragment.write_text(VM_CONFIG)
             out = staging / "build"
@@ -189,13 +186,6 @@ def build_kernel(src: Path, cache_root: Path, progress: Progress,
                   progress, "installing its modules")
             shutil.copyfile(log, staging / "build.log")
             (staging / "done").write_text(f"{time.monotonic() - start:.0f}\n")
-            try:
-                staging.rename(entry)
-            except OSError:
-                if not (entry / "done").is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         log.unlink(missing_ok=True)
         progress(f"built kernel {src} in {time.monotonic() - start:.0f} s ({entry})")
     else:

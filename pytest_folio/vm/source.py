@@ -5,9 +5,10 @@ patched block2mtd must be built from that kernel's source with that kernel's hea
 compiler. For a Debian kernel both come from the archive at the kernel package's exact
 version: ``linux-source-X.Y`` (the whole tree as one tarball) and
 ``linux-headers-RELEASE`` with the packages it depends on (the common headers, kbuild),
-fetched with ``apt-get download`` like the kernel, unpacked with ``dpkg-deb -x`` (never
-installed) and cached under ``CACHE/sources/RELEASE_VERSION``. Only the directories a
-build needs are taken out of the tarball, once each.
+fetched with ``apt-get download`` through the suite's private apt configuration as a
+suite's kernel is (the host's own sources and lists are never used), unpacked with
+``dpkg-deb -x`` (never installed) and cached under ``CACHE/sources/RELEASE_VERSION``.
+Only the directories a build needs are taken out of the tarball, once each.
 """
 
 from __future__ import annotations
@@ -18,16 +19,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pytest_folio.vm import VMError
-from pytest_folio.vm.kernel import (
-    Kernel,
-    Progress,
-    Run,
-    _last_error,
-    _run,
-    bzimage_release,
-    download_package,
-)
+from pytest_folio.vm import Progress, Run, VMError, entry_name, last_error, publish, run_tool
+from pytest_folio.vm.apt import Archive, host_suite, suite_apt
+from pytest_folio.vm.bootimage import bzimage_release
+from pytest_folio.vm.kernel import Kernel
 
 SETUP_HEADER_VERSION = 0x20E  # where a bzImage keeps the pointer to its version string
 
@@ -73,7 +68,7 @@ class KernelSource:
         """Where the source is: the user's tree, or the parts taken out of the tarball."""
         return self.local_tree if self.local_tree is not None else self.root / "tree"
 
-    def extract(self, paths: list[str], run: Run = _run) -> Path:
+    def extract(self, paths: list[str], run: Run = run_tool) -> Path:
         """Take ``paths`` (files or directories, relative to the tree's top) out of the
         tarball into :attr:`tree`, each once; a path the tarball lacks is a VMError."""
         missing = [p for p in dict.fromkeys(paths) if not (self.tree / p).exists()]
@@ -87,7 +82,7 @@ class KernelSource:
                             *(f"{top}/{p}" for p in missing)])
                 if proc.returncode != 0:
                     raise VMError(f"{self.tarball.name} has no {', '.join(missing)} "
-                                  f"({_last_error(proc)})")
+                                  f"({last_error(proc)})")
                 for path in missing:
                     dest = self.tree / path
                     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -140,14 +135,17 @@ class SourceCache:
         self.root = root
 
     def entry(self, release: str, version: str) -> Path:
-        return self.root / "sources" / f"{release}_{version.replace(':', '%3a')}"
+        return self.root / "sources" / entry_name(release, version)
 
     def lookup(self, release: str, version: str) -> KernelSource | None:
         entry = self.entry(release, version)
         return _source_from(entry, release, version) if entry.is_dir() else None
 
-    def fetch(self, kernel: Kernel, progress: Progress, run: Run = _run) -> KernelSource:
-        """The kernel's source and headers: cached, or fetched at the kernel's version."""
+    def fetch(self, kernel: Kernel, progress: Progress, suite: str | None = None,
+              run: Run = run_tool, archive: Archive | None = None) -> KernelSource:
+        """The kernel's source and headers at the kernel's exact version: cached, or
+        fetched from Debian ``suite`` (default: the host's release) through the suite's
+        private apt configuration, as a suite's kernel is (:func:`~.apt.suite_apt`)."""
         version = debian_version(kernel.image.read_bytes()[:0x10000])
         if version is None:
             raise VMError(f"kernel {kernel.release} does not say which Debian package "
@@ -157,55 +155,36 @@ class SourceCache:
         if cached is not None:
             progress(f"kernel source {source_package(version)} {version} (cached)")
             return cached
+        apt = suite_apt(self.root, suite or host_suite(), archive, run)
         headers = f"linux-headers-{kernel.release}"
         packages = [source_package(version), headers,
-                    *(d for d in _depends(f"{headers}={version}", run)
+                    *(d for d in apt.depends(f"{headers}={version}")
                       if d.startswith(("linux-headers-", "linux-kbuild-")))]
-        progress(f"fetching {' '.join(packages)} {version} (apt-get download)")
+        progress(f"fetching {' '.join(packages)} {version} from Debian {apt.suite} "
+                 "(apt-get download)")
         entry = self.entry(kernel.release, version)
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=entry.parent))
-        try:
+        with publish(entry) as staging:
             for package in packages:
-                into = staging / ".debs" / package
-                into.mkdir(parents=True)
-                deb = download_package(package, version, into, run)
+                deb = apt.fetch(package, version)
                 proc = run(["dpkg-deb", "-x", str(deb), str(staging / "pkg")])
                 if proc.returncode != 0:
-                    raise VMError(f"cannot unpack {deb.name}: {_last_error(proc)}")
-            shutil.rmtree(staging / ".debs")
+                    raise VMError(f"cannot unpack {deb.name}: {last_error(proc)}")
             _relocate_headers(staging, entry)
             _source_from(staging, kernel.release, version)  # refuse before publishing
-            try:
-                staging.rename(entry)
-            except OSError:
-                if not entry.is_dir():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         found = self.lookup(kernel.release, version)
         assert found is not None
         return found
 
 
-def _depends(package: str, run: Run) -> list[str]:
-    proc = run(["apt-cache", "depends", package])
-    names = []
-    for line in proc.stdout.splitlines():
-        key, _, value = line.strip().lstrip("|").partition(":")
-        if key == "Depends" and not value.strip().startswith("<"):
-            names.append(value.strip())
-    return names
-
-
 def _relocate_headers(staging: Path, entry: Path) -> None:
-    """Debian's flavour Makefile includes the common headers by absolute path
-    (``include /usr/src/linux-headers-...-common/Makefile``): point it into the cache
-    entry (where ``staging`` will be renamed to). Relative symlinks need nothing."""
+    """Debian's flavour Makefile names the common headers and (from 7.x on) its own
+    directory by absolute path (``include /usr/src/linux-headers-...-common/Makefile``,
+    ``KBUILD_OUTPUT=/usr/src/linux-headers-...-amd64``): point both into the cache entry
+    (where ``staging`` will be renamed to). Relative symlinks need nothing."""
     for makefile in (staging / "pkg/usr/src").glob("linux-headers-*/Makefile"):
         text = makefile.read_text()
-        fixed = re.sub(r"^include /usr/src/", f"include {entry}/pkg/usr/src/", text,
-                       flags=re.M)
+        fixed = re.sub(r"^(include\s+|KBUILD_OUTPUT\s*:?=\s*)/usr/src/",
+                       lambda m: f"{m.group(1)}{entry}/pkg/usr/src/", text, flags=re.M)
         if fixed != text:
             makefile.write_text(fixed)
 

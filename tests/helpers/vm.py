@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from pytest_folio.vm.kernel import XEN_ELFNOTE_PHYS32_ENTRY
+from pytest_folio.vm.bootimage import XEN_ELFNOTE_PHYS32_ENTRY
 
 
 def elf64(sections: dict[str, bytes] | None = None,

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.vm import VMError
+from pytest_folio.vm import VMError, cache_root
+from pytest_folio.vm.apt import resolve_kernel_package
 from pytest_folio.vm.initramfs import find_busybox
-from pytest_folio.vm.kernel import KernelCache, cache_root, resolve_kernel_package
+from pytest_folio.vm.kernel import KernelCache
 
 
 def _missing() -> str | None:

@@ -20,7 +20,7 @@ from pytest_folio.vm.build import (
     substitute,
     touched_files,
 )
-from pytest_folio.vm.kernel import ModuleTree
+from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.source import KernelSource
 from tests.helpers.vm import kernel_tree, module
 

@@ -10,27 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.vm import VMError
+from pytest_folio.vm import VMError, cache_root
+from pytest_folio.vm.apt import Archive, check_suite, fetch_package, host_archive
+from pytest_folio.vm.bootimage import bootable_image, bzimage_release, extract_vmlinux, has_pvh_note
 from pytest_folio.vm.kernel import (
     REQUIRED_MODULES,
-    Archive,
     KernelCache,
-    ModuleTree,
-    bootable_image,
-    bzimage_release,
-    cache_root,
-    check_suite,
-    extract_vmlinux,
     fetch_distro_kernel,
-    fetch_package,
     fetch_suite_kernel,
-    has_pvh_note,
-    host_archive,
     kernel_from_tree,
-    modinfo,
-    module_name,
     user_kernel,
 )
+from pytest_folio.vm.modules import ModuleTree, modinfo, module_name
 from tests.helpers.vm import bzimage, elf64, kernel_tree, module, pvh_vmlinux
 
 

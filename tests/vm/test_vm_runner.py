@@ -14,16 +14,16 @@ import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.vm import EXIT_VM_ERROR, runner
-from pytest_folio.vm.initramfs import GUEST_RAMFS
-from pytest_folio.vm.runner import (
+from pytest_folio.vm.disks import kernel_version
+from pytest_folio.vm.guest import (
     device_lines,
     guest_env,
     guest_pytest_argv,
-    kernel_version,
     split_save,
     warm_bytecode,
     warmup_argv,
 )
+from pytest_folio.vm.initramfs import GUEST_RAMFS
 from tests.helpers.vm import alive, bzimage, kernel_tree, module
 
 FAKE_QEMU = r'''

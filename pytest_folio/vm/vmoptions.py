@@ -1,0 +1,164 @@
+"""The ``vm`` subcommand's options: the table argparse reads, and their checks.
+
+:func:`add_arguments` declares them; :func:`check_options` turns what argparse parsed into
+a :class:`VMOptions` or one :class:`~pytest_folio.cli.CommandError` line (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_folio.cli import CommandError
+from pytest_folio.options import check_mtd_geometry
+from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.vm import cache_root
+from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
+from pytest_folio.vm.disks import FILE_SYSTEMS
+
+MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the devices' page cache
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+    return parse
+
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The subcommand's options (everything after ``--`` goes to pytest)."""
+    parser.add_argument("--kernel", metavar="IMAGE|debian:SUITE",
+                        help="boot this bzImage or vmlinux, or the current kernel of a "
+                             "Debian suite (debian:sid, debian:trixie; fetched through a "
+                             "private apt configuration and cached) (default: the "
+                             "distribution's current kernel package, fetched and cached)")
+    parser.add_argument("--modules", type=Path, metavar="DIR",
+                        help="the module tree of --kernel (lib/modules/RELEASE, or an "
+                             "INSTALL_MOD_PATH); without it the kernel must have virtio, "
+                             "9p, virtio_blk and block2mtd built in")
+    parser.add_argument("--mtd-size", type=_size, default=16 << 20, metavar="SIZE",
+                        help="size of each disk under block2mtd, one per folio order of "
+                             "--folio-orders (default: 16M)")
+    parser.add_argument("--fs", choices=("ramfs", *FILE_SYSTEMS), default="ramfs",
+                        help="the file system --folio-fs points at: the kernel's ramfs, or "
+                             "one scratch xfs/ext4 per --folio-block-sizes size "
+                             "(default: ramfs)")
+    parser.add_argument("--erasesize", type=_size, default=128 << 10, metavar="SIZE",
+                        help="block2mtd eraseblock size (default: 128K)")
+    parser.add_argument("--mem", type=_positive(int), default=1024, metavar="MIB",
+                        help="guest memory in MiB (default: 1024)")
+    parser.add_argument("--cpus", type=_positive(int), default=min(os.cpu_count() or 1, 4),
+                        help="guest CPUs (default: the host's, at most 4)")
+    parser.add_argument("--timeout", type=_positive(float), default=3600.0, metavar="S",
+                        help="kill the guest after S seconds (default: 3600; the whole "
+                             "ready-made suites at three folio and block sizes take tens of "
+                             "minutes under TCG on a loaded host)")
+    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto",
+                        help="auto: KVM when /dev/kvm works, falling back to TCG when a KVM "
+                             "guest fails or hangs before init (default: auto)")
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help="kernel cache (default: $PYTEST_FOLIO_CACHE or "
+                             "~/.cache/pytest-folio)")
+    parser.add_argument("--console", action="store_true",
+                        help="show the guest's whole boot console")
+    parser.add_argument("--dmesg", type=Path, metavar="FILE",
+                        help="save the guest kernel's log here after the run")
+    parser.add_argument("--patch", type=Path, action="append", default=[], metavar="FILE",
+                        help="apply this patch (repeatable, in order) to the booted kernel's "
+                             "own source and load the modules it changes, built out of tree, "
+                             "instead of the stock ones")
+    parser.add_argument("--driver", type=Path, metavar="PATH",
+                        help="build this module (a .c file, or a directory with a Kbuild or "
+                             "Makefile) against the booted kernel and load it")
+    parser.add_argument("--build-kernel", type=Path, metavar="SRC_DIR",
+                        help="build this kernel tree once with a minimal configuration for "
+                             "the VM (cached by tree and configuration) and boot it")
+    parser.add_argument("--mtd-tests", action="store_true",
+                        help="build the kernel's drivers/mtd/tests from the same source for "
+                             "the test_kernel_mtd_* items")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
+
+
+@dataclasses.dataclass(frozen=True)
+class VMOptions:
+    """The subcommand's options, checked."""
+
+    kernel: Path | None
+    suite: str | None  # --kernel debian:SUITE
+    modules: Path | None
+    mtd_size: int
+    erasesize: int
+    fs: str
+    mem_mib: int
+    cpus: int
+    timeout: float
+    accel: str
+    cache_dir: Path
+    console: bool
+    dmesg: Path | None
+    pytest_args: list[str]
+    patches: tuple[Path, ...] = ()
+    driver: Path | None = None
+    mtd_tests: bool = False
+    build_kernel: Path | None = None
+
+
+def check_options(args: argparse.Namespace) -> VMOptions:
+    """Turn parsed arguments into :class:`VMOptions`; a mistake raises CommandError."""
+    kernel, suite = (None if args.kernel is None else Path(args.kernel)), None
+    if args.kernel is not None and args.kernel.startswith(DEBIAN_PREFIX):
+        try:
+            kernel, suite = None, check_suite(args.kernel[len(DEBIAN_PREFIX):])
+        except ValueError as exc:
+            raise CommandError(f"--kernel {args.kernel}: {exc}") from None
+    if args.modules is not None and kernel is None:
+        raise CommandError("--modules needs --kernel IMAGE (a distribution kernel brings "
+                           "its own)")
+    try:
+        check_mtd_geometry(args.mtd_size, args.erasesize)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if (args.mem << 20) < args.mtd_size + MIN_GUEST_MEM:
+        raise CommandError(
+            f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} MTD device "
+            f"(needs at least {(args.mtd_size + MIN_GUEST_MEM) >> 20} MiB)")
+    for patch in getattr(args, "patch", []):
+        if not patch.is_file():
+            raise CommandError(f"--patch {patch}: no such file")
+    driver = getattr(args, "driver", None)
+    if driver is not None and not driver.exists():
+        raise CommandError(f"--driver {driver}: no such file or directory")
+    build = getattr(args, "build_kernel", None)
+    if build is not None and (args.kernel is not None or args.modules is not None):
+        raise CommandError("--build-kernel boots the kernel it builds: leave out --kernel "
+                           "and --modules")
+    if build is not None and not build.is_dir():
+        raise CommandError(f"--build-kernel {build}: no such directory")
+    pytest_args = list(args.pytest_args)
+    if pytest_args[:1] == ["--"]:
+        pytest_args = pytest_args[1:]
+    return VMOptions(
+        kernel=kernel, suite=suite, modules=args.modules, mtd_size=args.mtd_size,
+        erasesize=args.erasesize, fs=args.fs, mem_mib=args.mem, cpus=args.cpus,
+        timeout=args.timeout,
+        accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
+        dmesg=args.dmesg, pytest_args=pytest_args,
+        patches=tuple(getattr(args, "patch", [])), driver=driver,
+        mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build)
