@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-from pytest_folio.targets import mtd_abi
+from pytest_folio.targets import mtd_abi, mtdchar
 from pytest_folio.targets.mtdchar import (
     DestructiveRefused,
     MTDChar,
@@ -302,3 +302,33 @@ def test_the_geometry_is_exposed_as_the_protocol_wants(
         "nor0", MTD_NORFLASH, SIZE, ERASESIZE, 1, 0)
     assert dev.type != MTD_RAM
     assert dev.is_real_device  # the suites' cue to ask for --folio-allow-destructive
+
+
+def test_chunked_reads_fill_the_callers_buffer_past_iov_max(
+        make_device: Callable[..., MTDChar]) -> None:
+    dev = make_device()
+    buf = bytearray(ERASESIZE)
+    dev.read_into(ERASESIZE, buf, chunk=ERASESIZE // (2 * mtdchar.IOV_MAX) or 1)
+    assert buf == dev.read(ERASESIZE, ERASESIZE) == (bytes(range(256)) * (ERASESIZE // 256))
+
+
+def test_chunked_writes_land_where_one_write_would(make_device: Callable[..., MTDChar]) -> None:
+    dev = make_device()
+    data = bytes(reversed(range(256))) * 12
+    dev.write_from(100, memoryview(data), chunk=512)
+    assert dev.read(100, len(data)) == data
+    assert dev.read(99, 1) == b"\x63" and dev.read(100 + len(data), 1) == b"\x64"
+
+
+def test_chunked_io_checks_the_range_and_consent(make_device: Callable[..., MTDChar]) -> None:
+    with pytest.raises(OSError) as exc:
+        make_device().read_into(SIZE - 4, bytearray(8), chunk=2)
+    assert exc.value.errno == errno.EINVAL
+    with pytest.raises(DestructiveRefused):
+        make_device(allow_destructive=False).write_from(0, b"xx", chunk=1)
+
+
+def test_a_partial_vectored_transfer_resumes_mid_iovec() -> None:
+    iov = [memoryview(b"abcd"), memoryview(b"efgh"), memoryview(b"ij")]
+    assert [bytes(v) for v in mtdchar._advance(iov, 6)] == [b"gh", b"ij"]
+    assert mtdchar._advance(iov, 10) == []
