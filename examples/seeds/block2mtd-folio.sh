@@ -6,9 +6,11 @@
 #
 # STEP=base|patched|compare runs one part (default: all three). SIZE (default 64M) is the
 # MTD device; ORDERS (default 0: 4K folios, all a 6.1 block device has) the folio orders,
-# e.g. ORDERS=0,2,4 with KERNEL=debian:sid (6.15+ gives block devices large folios; a
-# kernel built with a gcc this host lacks needs BUILD_KERNEL=SRC_DIR instead, and the
-# patch must apply to its block2mtd.c). VM=... passes more options to the vm subcommand.
+# e.g. ORDERS=0,2,4 on a 6.15+ kernel (block devices get large folios from 6.15 on). sid's
+# kernel is built with a gcc this host lacks, so for it build the kernel from its source:
+# BUILD_KERNEL=SRC_DIR (linux-source-7.2 unpacked) with PATCH=block2mtd-folio-7.2.patch,
+# the same conversion for 7.x's block2mtd.c. VM=... passes more options to the vm
+# subcommand.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/folio-seeds}
@@ -27,7 +29,7 @@ run() {
 }
 case $step in all|base) run "$out/block2mtd-folio-base.json";; esac
 case $step in all|patched) run "$out/block2mtd-folio-patched.json" \
-    --patch "$here/block2mtd-folio.patch";; esac
+    --patch "${PATCH:-$here/block2mtd-folio.patch}";; esac
 case $step in all|compare) ;; *) exit 0;; esac
 python -m pytest_folio compare "$out/block2mtd-folio-base.json" \
     "$out/block2mtd-folio-patched.json" \

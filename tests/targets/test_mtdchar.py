@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
+from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.speed import run_speedtest
+from pytest_folio.mtdtests.stress import run_stresstest
 from pytest_folio.targets import mtd_abi, mtdchar
 from pytest_folio.targets.mtdchar import (
     DestructiveRefused,
@@ -332,3 +335,40 @@ def test_a_partial_vectored_transfer_resumes_mid_iovec() -> None:
     iov = [memoryview(b"abcd"), memoryview(b"efgh"), memoryview(b"ij")]
     assert [bytes(v) for v in mtdchar._advance(iov, 6)] == [b"gh", b"ij"]
     assert mtdchar._advance(iov, 10) == []
+
+
+def test_the_speed_runner_moves_whole_eraseblocks_through_the_chunked_calls(
+        make_device: Callable[..., MTDChar], monkeypatch: pytest.MonkeyPatch) -> None:
+    dev = make_device()
+    calls: list[tuple[int, int]] = []
+    read_into = dev.read_into
+
+    def counted(offset: int, buf: bytearray | memoryview, chunk: int = 0) -> None:
+        calls.append((len(buf), chunk))
+        read_into(offset, buf, chunk)
+
+    monkeypatch.setattr(dev, "read_into", counted)
+    results = run_speedtest(dev)
+    assert {r.name for r in results} >= {"Page read (512 B)", "Eraseblock read (16 KiB)"}
+    assert calls.count((ERASESIZE, 512)) == SIZE // ERASESIZE  # one call per block
+
+
+def test_the_chunked_runners_catch_a_device_that_loses_data(
+        make_device: Callable[..., MTDChar], monkeypatch: pytest.MonkeyPatch) -> None:
+    dev = make_device()
+    write_from = dev.write_from
+
+    def lossy(offset: int, data: bytes | bytearray | memoryview, chunk: int = 0) -> None:
+        data = bytes(data)
+        write_from(offset, data[:-1] + b"\x00" if len(data) > 1 else data, chunk)
+
+    monkeypatch.setattr(dev, "write_from", lossy)
+    with pytest.raises(MTDTestError, match="read wrong data"):
+        run_speedtest(dev)
+    with pytest.raises(MTDTestError, match="read wrong data"):
+        run_stresstest(dev, count=200, seed=3)
+
+
+def test_the_chunked_stress_run_passes_on_a_good_device(
+        make_device: Callable[..., MTDChar]) -> None:
+    assert run_stresstest(make_device(), count=300, seed=5).operations == 300

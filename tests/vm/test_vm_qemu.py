@@ -60,6 +60,11 @@ def test_each_disk_is_virtio_blk_with_its_block_size_and_serial(tmp_path: Path) 
         "virtio-blk-pci,drive=disk1,serial=x,logical_block_size=512,physical_block_size=512"]
 
 
+def test_a_tcg_guest_gets_no_byte_granular_string_instructions(tmp_path: Path) -> None:
+    cmd = qemu_command("qemu", machine(tmp_path, "tcg"))
+    assert option(cmd, "-cpu") == ["max,-erms,-fsrm"]
+
+
 def test_kvm_command_line(tmp_path: Path) -> None:
     cmd = qemu_command("qemu", machine(tmp_path, "kvm"))
     assert option(cmd, "-accel") == ["kvm"] and option(cmd, "-cpu") == ["host"]
