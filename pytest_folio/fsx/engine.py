@@ -32,7 +32,6 @@ from pytest_folio.fsx.log import (
     OP_INSERT_RANGE,
     OP_MAPREAD,
     OP_MAPWRITE,
-    OP_NAMES,
     OP_PUNCH_HOLE,
     OP_READ,
     OP_TRUNCATE,
@@ -100,7 +99,7 @@ class FsxEngine(FsxOperations):
                 if not opts.style:
                     size = rand(31) % self.maxfilelen
             elif op in (OP_FALLOCATE, OP_ZERO_RANGE):
-                if self.caps.enabled[op] and size and self.caps.keep_size_calls:
+                if size and self.caps.enabled[op] and self.caps.keep_size_calls:
                     keep_size = bool(rand(31) % 2)
             elif op == OP_COPY_RANGE:
                 offset, size, offset2 = self._generate_dest_range(offset, size)
@@ -126,10 +125,10 @@ class FsxEngine(FsxOperations):
         caps = self.caps
         if op == OP_MAPREAD and not caps.mapped_reads:
             op = OP_READ
-            self.converted["mapread"] += 1
+            self._n_converted[OP_MAPREAD] += 1
         elif op == OP_MAPWRITE and not caps.mapped_writes:
             op = OP_WRITE
-            self.converted["mapwrite"] += 1
+            self._n_converted[OP_MAPWRITE] += 1
         elif not caps.enabled[op]:
             args = (offset, size, offset2, model_size) if op_args_count(op) == 4 else (
                 offset, size, model_size)
@@ -250,7 +249,7 @@ class FsxEngine(FsxOperations):
             if entry.flags & FL_SKIPPED:
                 args = (*entry.args[:-1], self.model.size)
                 self.log.append(LogEntry(entry.op, args, entry.flags))
-                self.skipped_noop[OP_NAMES[entry.op]] += 1
+                self._n_skipped_noop[entry.op] += 1
                 continue
             self.step(entry)
             if i + 1 == len(entries) or self.model.size == entries[i + 1].args[-1]:

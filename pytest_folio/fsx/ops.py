@@ -30,7 +30,7 @@ from pytest_folio.fsx.log import (
     OP_ZERO_RANGE,
 )
 from pytest_folio.fsx.probe import FALLOC_MODE_OF, UNSUPPORTED
-from pytest_folio.fsx.state import FsxState
+from pytest_folio.fsx.state import PAGE_MASK, PAGE_SIZE, FsxState
 from pytest_folio.uapi import FALLOC_FL_KEEP_SIZE
 
 # The words fsx uses for the two: in "skipping zero length ...", "... to largest ever",
@@ -47,33 +47,55 @@ class FsxOperations(FsxState):
     """The twelve operations and close/open on top of a run's state."""
 
     def _doread(self, offset: int, size: int, op: int = OP_READ) -> None:
-        """A read or (``op`` OP_MAPREAD) a mapped read, compared with the model; a mapped
-        read that reaches the last page also checks the zeroes past EOF."""
+        """A read or (``op`` OP_MAPREAD) a mapped read, compared with the model."""
         offset -= offset % self.opts.readbdy
+        file_size = self.model.size
         if size == 0:
-            return self._skip(op, (offset, size, self.model.size), "skipping zero size read")
-        if offset + size > self.model.size:
-            return self._skip(op, (offset, size, self.model.size),
+            return self._skip(op, (offset, size, file_size), "skipping zero size read")
+        if offset + size > file_size:
+            return self._skip(op, (offset, size, file_size),
                               "skipping seek/read past end of file")
-        self._log(op, (offset, size, self.model.size))
-        assert self.fd is not None
-        mapped = op == OP_MAPREAD
+        self._log(op, (offset, size, file_size))
+        fd = self.fd
+        assert fd is not None
+        if op == OP_MAPREAD:
+            return self._mapread(fd, offset, size)
         try:
-            if mapped:
-                data = self.fs.mmap_read(self.fd, offset, size)
-            else:
-                data = self.fs.pread(self.fd, size, offset)
+            data = self.fs.pread(fd, size, offset)
         except OSError as exc:
-            if mapped and exc.errno in UNSUPPORTED:
-                return self._unsupported_now(OP_MAPREAD, exc)
-            self._prterr("domapread: mmap" if mapped else "doread: read", exc)
-            self._fail(190 if mapped else 141)
+            self._prterr("doread: read", exc)
+            self._fail(141)
         if len(data) != size:
-            self.prt(f"short {'mapped ' if mapped else ''}read: {len(data):#x} bytes "
-                     f"instead of {size:#x}")
-            self._fail(190 if mapped else 141)
-        if mapped:
-            self._check_eofpage("Read", offset, size)
+            self.prt(f"short read: {len(data):#x} bytes instead of {size:#x}")
+            self._fail(141)
+        self._check_buffers(data, offset)
+
+    def _mapread(self, fd: int, offset: int, size: int) -> None:
+        """A mapped read; one that reaches the last page also checks the zeroes past EOF
+        there. fsx checks them in the mapping it read through, and so does this: it maps
+        on to the end of that page in the same call (and only if the target refuses
+        that, reads and checks in two calls)."""
+        file_size = self.model.size
+        tail = file_size & PAGE_MASK
+        if self.eofpage_checks and tail and offset + size > file_size - tail:
+            try:
+                got = self.fs.mmap_read(fd, offset, file_size + PAGE_SIZE - tail - offset)
+            except OSError:
+                got = b""  # perhaps only past EOF: the two calls below tell
+            if len(got) >= size:
+                self._check_past_eof("Read", file_size, memoryview(got)[file_size - offset:])
+                return self._check_buffers(memoryview(got)[:size], offset)
+        try:
+            data = self.fs.mmap_read(fd, offset, size)
+        except OSError as exc:
+            if exc.errno in UNSUPPORTED:
+                return self._unsupported_now(OP_MAPREAD, exc)
+            self._prterr("domapread: mmap", exc)
+            self._fail(190)
+        if len(data) != size:
+            self.prt(f"short mapped read: {len(data):#x} bytes instead of {size:#x}")
+            self._fail(190)
+        self._check_eofpage("Read", offset, size)
         self._check_buffers(data, offset)
 
     def _dowrite(self, offset: int, size: int, op: int = OP_WRITE) -> None:

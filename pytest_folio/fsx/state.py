@@ -36,8 +36,21 @@ from pytest_folio.fsx.report import (
 from pytest_folio.targets.protocols import FileSystem
 
 PAGE_MASK = PAGE_SIZE - 1
-_ZERO_PAGE = memoryview(bytes(PAGE_SIZE))
+_ZERO_PAGE = bytes(PAGE_SIZE)
 _T = TypeVar("_T")
+_new_entry = tuple.__new__  # LogEntry's own __new__ is a Python function: one per operation
+
+
+class _CountsByName:
+    """A count per operation, kept as a list the hot path increments by operation
+    number, read as a Counter of operation names (what FsxResult and callers see)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.counts = f"_n_{name}"
+
+    def __get__(self, state: object, owner: type | None = None) -> Counter[str]:
+        counts: list[int] = getattr(state, self.counts)
+        return Counter({OP_NAMES[op]: n for op, n in enumerate(counts) if n})
 
 
 class FsxState:
@@ -59,11 +72,12 @@ class FsxState:
         self.testcalls = 0
         self.badoff = -1
         self.fd: int | None = None
-        self.done: Counter[str] = Counter()
-        self.skipped_unsupported: Counter[str] = Counter()
-        self.skipped_disabled: Counter[str] = Counter()
-        self.skipped_noop: Counter[str] = Counter()
-        self.converted: Counter[str] = Counter()
+        # the counts behind done, skipped_noop, ...: one per operation
+        self._n_done = [0] * len(OP_NAMES)
+        self._n_skipped_noop = [0] * len(OP_NAMES)
+        self._n_skipped_unsupported = [0] * len(OP_NAMES)
+        self._n_skipped_disabled = [0] * len(OP_NAMES)
+        self._n_converted = [0] * len(OP_NAMES)
         self.eofpage_checks = True
         self.closeopen = False
         self.block_size = 0
@@ -104,23 +118,28 @@ class FsxState:
         assert self.fd is not None
         return self.fs.fstat(self.fd)
 
-    # -- the log ---------------------------------------------------------------------
+    # -- the log and its counts -------------------------------------------------------
+    done = _CountsByName()
+    skipped_noop = _CountsByName()         # nothing to do: zero length, past EOF...
+    skipped_unsupported = _CountsByName()  # the target lacks them
+    skipped_disabled = _CountsByName()     # the options turn them off
+    converted = _CountsByName()            # mapped ones done as plain calls, for want of mmap
+
     def _log(self, op: int, args: tuple[int, ...], flags: int = FL_NONE) -> None:
         if self.closeopen:
             flags |= FL_CLOSE_OPEN
-        self.log.append(LogEntry(op, args, flags))
+        self.log.append(_new_entry(LogEntry, (op, args, flags)))
         if flags & FL_SKIPPED:
-            self.skipped_noop[OP_NAMES[op]] += 1
+            self._n_skipped_noop[op] += 1
         else:
-            self.done[OP_NAMES[op]] += 1
+            self._n_done[op] += 1
 
     def _log_disabled(self, op: int, args: tuple[int, ...], flags: int = FL_NONE, *,
                       unsupported: bool) -> None:
         """An operation turned off by the options or missing from the target."""
         flags |= FL_SKIPPED | (FL_CLOSE_OPEN if self.closeopen else 0)
-        self.log.append(LogEntry(op, args, flags))
-        counter = self.skipped_unsupported if unsupported else self.skipped_disabled
-        counter[OP_NAMES[op]] += 1
+        self.log.append(_new_entry(LogEntry, (op, args, flags)))
+        (self._n_skipped_unsupported if unsupported else self._n_skipped_disabled)[op] += 1
 
     def _skip(self, op: int, args: tuple[int, ...], why: str, flags: int = FL_NONE) -> None:
         """An operation with nothing to do (zero length, past EOF, ...), as fsx logs it."""
@@ -132,9 +151,8 @@ class FsxState:
         """The target said EOPNOTSUPP to an operation it listed: skip it from now on."""
         last = self.log[-1]
         self.log[-1] = last._replace(flags=last.flags | FL_SKIPPED)
-        name = OP_NAMES[op]
-        self.done[name] -= 1
-        self.skipped_unsupported[name] += 1
+        self._n_done[op] -= 1
+        self._n_skipped_unsupported[op] += 1
         self.caps.disable(op, os.strerror(exc.errno or 0))
 
     # -- checks ----------------------------------------------------------------------
@@ -151,9 +169,9 @@ class FsxState:
             self.badoff = min(size, self.model.size) if size >= 0 else 0
             self._fail(120, badoff=self.badoff)
 
-    def _check_buffers(self, buf: bytes, offset: int) -> None:
+    def _check_buffers(self, buf: bytes | memoryview, offset: int) -> None:
         good = self.model.buf
-        if buf == good[offset:offset + len(buf)]:
+        if good.startswith(buf, offset):  # a memcmp in place: no copy of the good bytes
             return
         for line in bad_data_lines(buf, good, offset, self.fname):
             self.prt(line)
@@ -176,7 +194,11 @@ class FsxState:
             self.prt(f"fsx: cannot map past EOF on this target ({exc}): "
                      "end-of-file page checks disabled")
             return
-        if past == _ZERO_PAGE[:len(past)]:
+        self._check_past_eof(what, file_size, past)
+
+    def _check_past_eof(self, what: str, file_size: int, past: bytes | memoryview) -> None:
+        """``past``, what a mapping shows from EOF to the end of its page, is zeroes."""
+        if _ZERO_PAGE.startswith(past):  # a memcmp (comparing memoryviews is per byte)
             return
         i = next(k for k, byte in enumerate(past) if byte)
         self.prt(eofpage_line(what, file_size, past, i))
@@ -228,7 +250,7 @@ class FsxState:
                 self._prterr("close", exc)
 
     def result(self) -> FsxResult:
-        return FsxResult(self.testcalls, len(self.log), +self.done,
-                         +self.skipped_unsupported, +self.skipped_disabled,
-                         +self.skipped_noop, +self.converted, self._elapsed, self._cpu,
+        return FsxResult(self.testcalls, len(self.log), self.done,
+                         self.skipped_unsupported, self.skipped_disabled,
+                         self.skipped_noop, self.converted, self._elapsed, self._cpu,
                          list(self.lines))

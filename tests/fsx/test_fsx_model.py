@@ -18,6 +18,16 @@ def test_gendata_even_bytes_are_the_op_number_odd_bytes_add_the_seeded_byte() ->
         assert got == bytes((c + (original[i] if i % 2 else 0)) & 0xFF for i in range(3, 12))
 
 
+
+def test_gendata_is_the_same_once_the_whole_pattern_is_built() -> None:
+    original = random.Random(2).randbytes(512)
+    pattern = DataPattern(original)
+    pattern.get(7, 0, 512 * PATTERN_CACHE_AFTER + 1)  # asks enough to have it built
+    for offset, size in ((0, 512), (1, 9), (100, 300), (511, 1)):
+        assert pattern.get(7, offset, size) == bytes(
+            (7 + (original[i] if i % 2 else 0)) & 0xFF for i in range(offset, offset + size))
+
+
 def test_write_past_eof_zero_fills_the_hole() -> None:
     model = FileModel(64)
     model.write(0, b"abcd")
