@@ -56,19 +56,10 @@ class FsxOperations(FsxState):
             return self._skip(op, (offset, size, file_size),
                               "skipping seek/read past end of file")
         self._log(op, (offset, size, file_size))
-        fd = self.fd
-        assert fd is not None
         if op == OP_MAPREAD:
-            return self._mapread(fd, offset, size)
-        try:
-            data = self.fs.pread(fd, size, offset)
-        except OSError as exc:
-            self._prterr("doread: read", exc)
-            self._fail(141)
-        if len(data) != size:
-            self.prt(f"short read: {len(data):#x} bytes instead of {size:#x}")
-            self._fail(141)
-        self._check_buffers(data, offset)
+            assert self.fd is not None
+            return self._mapread(self.fd, offset, size)
+        self._read_and_check(offset, size, "doread: read", "short read")
 
     def _mapread(self, fd: int, offset: int, size: int) -> None:
         """A mapped read; one that reaches the last page also checks the zeroes past EOF

@@ -179,6 +179,20 @@ class FsxState:
         self.badoff = offset + next(bad_bytes(buf, good, offset, reverse=True))
         self._fail(110, badoff=first)
 
+    def _read_and_check(self, offset: int, size: int, what: str, short: str) -> None:
+        """Read ``size`` bytes at ``offset`` and compare them with the model; an error
+        (``what: strerror``) or a short read (``short: ...``) is fsx's status 141."""
+        assert self.fd is not None
+        try:
+            data = self.fs.pread(self.fd, size, offset)
+        except OSError as exc:
+            self._prterr(what, exc)
+            self._fail(141)
+        if len(data) != size:
+            self.prt(f"{short}: {len(data):#x} bytes instead of {size:#x}")
+            self._fail(141)
+        self._check_buffers(data, offset)
+
     def _check_eofpage(self, what: str, offset: int, size: int) -> None:
         """The mapped last page must read as zeroes past EOF (POSIX mmap, fsx's
         check_eofpage())."""
@@ -209,16 +223,7 @@ class FsxState:
         size = self.model.size
         if size == 0:
             return
-        assert self.fd is not None
-        try:
-            data = self.fs.pread(self.fd, size, 0)
-        except OSError as exc:
-            self._prterr("check_contents: read", exc)
-            self._fail(141)
-        if len(data) != size:
-            self.prt(f"short check read: {len(data):#x} bytes instead of {size:#x}")
-            self._fail(141)
-        self._check_buffers(data, 0)
+        self._read_and_check(0, size, "check_contents: read", "short check read")
         if self.caps.mapped_reads:
             self._check_eofpage("check_contents", size - 1, 1)
 
