@@ -223,19 +223,66 @@ class MTDReadSuite(_MTDSuite):
                        erase=destructive_allowed(mtd_device, request.config))
 
 
+@dataclasses.dataclass(frozen=True)
+class StressPart:
+    """One item of a stress run split for xdist: ``index`` of ``parts``, ``count``
+    operations, on its own device, from a seed derived from the run's."""
+
+    index: int
+    parts: int
+    count: int
+
+    @property
+    def id(self) -> str:
+        return f"part{self.index + 1}of{self.parts}"
+
+    def seed(self, seed: int) -> int:
+        """The whole run's seed for the first part; a different one, fixed by it, for
+        each other part (so every worker derives the same)."""
+        return seed if self.index == 0 else seed * 1_000_003 + self.index
+
+
+def stress_parts(count: int, part_ops: int) -> list[StressPart]:
+    """``count`` operations as parts of at most ``part_ops`` each (earlier parts take
+    the remainder); one part when it fits."""
+    parts = max(1, -(-count // max(1, part_ops)))
+    return [StressPart(i, parts, count // parts + (i < count % parts)) for i in range(parts)]
+
+
 class MTDStressSuite(_MTDSuite):
-    """mtd_stresstest, every read checked against an in-memory copy of the device."""
+    """mtd_stresstest, every read checked against an in-memory copy of the device.
+
+    A run longer than ``stress_part_ops`` operations is split into independent items
+    (``test_stress[4K-part2of4]``), each as many operations on a fresh device from its
+    own seed, so pytest-xdist spreads one long run over its workers."""
 
     stress_count: ClassVar[int] = 10000       # the kernel module's default
     stress_seed: ClassVar[int | None] = None  # None: the run's seed (--folio-seed)
+    stress_part_ops: ClassVar[int] = 2500     # operations per item (0: never split)
 
-    def test_stress(self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "stress_part" in metafunc.fixturenames:
+            parts = stress_parts(self.stress_count, self.stress_part_ops or self.stress_count)
+            if len(parts) > 1:
+                metafunc.parametrize("stress_part", parts, ids=[p.id for p in parts])
+
+    @pytest.fixture
+    def stress_part(self) -> StressPart:
+        """The whole run as one item (parametrized instead when it is split)."""
+        return StressPart(0, 1, self.stress_count)
+
+    def test_stress(self, mtd_device: MTDDevice, stress_part: StressPart,
+                    request: pytest.FixtureRequest) -> None:
         require_destructive(mtd_device, request.config)
-        seed = self.stress_seed if self.stress_seed is not None else run_seed(request.config)
+        seed = stress_part.seed(self.stress_seed if self.stress_seed is not None
+                                else run_seed(request.config))
+        count = stress_part.count
         with self._running(request, "mtd_stresstest", rerun=True) as say:
-            say(f"seed {seed}, count {self.stress_count}")
-            result = run_stresstest(mtd_device, count=self.stress_count, seed=seed, log=say)
-        assert result.operations == self.stress_count
+            part = ("" if stress_part.parts == 1 else
+                    f" (part {stress_part.index + 1} of {stress_part.parts})")
+            say(f"seed {seed}, count {count}{part}")
+            result = run_stresstest(mtd_device, count=count, seed=seed, log=say)
+        assert result.operations == count
 
 
 class MTDTortureSuite(_MTDSuite):
