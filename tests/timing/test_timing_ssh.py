@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.timing.storage import load_run
+from tests.helpers import subprocess_env
 
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 SSHD, SSH, KEYGEN = (shutil.which(tool, path=SBIN) for tool in ("sshd", "ssh", "ssh-keygen"))
@@ -126,8 +127,6 @@ def test_two_ssh_gateways_save_their_timings_into_one_run(
     controller.mkdir()
     remote.mkdir()
     gateway = f"ssh={HOST}//ssh_config={config}//python={sys.executable}//chdir={remote}"
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
     # Two items on two workers: xdist hands out fewer than two per worker round robin,
     # so each worker measures one folio size. Run from a directory of its own: xdist
     # refuses a bare argument naming a path there (a pytest_folio/ beside -p pytest_folio).
@@ -137,7 +136,7 @@ def test_two_ssh_gateways_save_their_timings_into_one_run(
          "--tx", gateway, "--tx", gateway, "--dist", "load", "--folio-orders=0,2",
          "--folio-mtd-size=1M", "--folio-erasesize=64K", "--folio-save=run.json",
          "-q", "-rfE"],
-        cwd=controller, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        cwd=controller, env=subprocess_env(), capture_output=True, text=True, timeout=TIMEOUT)
     output = proc.stdout[-3000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, output
     assert "2 passed" in proc.stdout, output
