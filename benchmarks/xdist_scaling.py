@@ -26,7 +26,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+CHECKOUT = Path(__file__).resolve().parents[1]   # run as CI runs the main job, from here
 MAIN_JOB = ["--pyargs", "pytest_folio.suites"]
 NOTHING = "folio_xdist_scaling_selects_nothing"
 
@@ -50,7 +52,7 @@ def run_once(workers: int, args: list[str]) -> tuple[float, float]:
     env.pop("PYTEST_ADDOPTS", None)
     cpu = _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    proc = subprocess.run(command, env=env, cwd=CHECKOUT, capture_output=True, text=True)
     wall = time.perf_counter() - start
     # exit 5: nothing collected, which is what the start-up run asks for
     if proc.returncode not in (0, 5):

@@ -23,7 +23,7 @@ from pytest_folio.mtdtests.ops import (
     parse_mtdops,
     random_ops,
 )
-from tests.helpers import subprocess_env
+from tests.helpers import FIRST_STRESS_PART, subprocess_env
 from tests.helpers.mtd_devices import (
     EraseOfTheLastBlockIsEinval,
     FolioCacheMTD,
@@ -96,7 +96,8 @@ def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_default_suites_pass_on_a_correct_user_folio_cache(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
                    "-q", "--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD",
-                   "--folio-mtd-size=2M", "-k", "mtd", "--folio-orders=0,2")
+                   "--folio-mtd-size=2M", "-k", f"mtd and {FIRST_STRESS_PART}",
+                   "--folio-orders=0,2")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "failed" not in proc.stdout
 
