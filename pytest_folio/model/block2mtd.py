@@ -14,14 +14,24 @@ which counts a compound_head (one per page read, four per page written or erased
 locked, that it is still in the mapping and retry if it was dropped (the race the
 series' first patch fixes); ``retry=False`` removes that check so the lost write can be
 reproduced, and :meth:`Block2MTD.drop_folio_before_lock` opens the window for the race.
+
+What a path costs per page is independent of the folio's size, as in the kernel: the page
+path looks every page up (one probe for any page of a folio) and copies it; the folio
+path looks up and copies each folio once. A read of cached pages runs its lookups and
+copies in C (:meth:`Block2MTD._read_batch`), so that the Python interpreter's cost per
+lookup stays below a page copy's, as the kernel's does, and the base-vs-patched shape of
+the seed's table comes out; writes and erases lock each step, so they loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import cycle, islice, repeat
+from operator import and_, attrgetter, getitem
+from typing import cast
 
 from pytest_folio.model.blockdev import BlockDevice
-from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.folio import Folio, folio_lock, folio_put, folio_unlock
 from pytest_folio.model.mtdcore import mtd_check_erase, mtd_check_read, mtd_check_write
 from pytest_folio.model.page_writeback import folio_mark_dirty
@@ -50,6 +60,11 @@ _LOCK_HEADS = lock_page.compound_heads
 _DIRTY_UNLOCK_HEADS = set_page_dirty.compound_heads + unlock_page.compound_heads
 _UNLOCK_PUT_HEADS = unlock_page.compound_heads + put_page.compound_heads
 _ERASED_PAGE = _ERASED_PAGES[1]
+_DATA = attrgetter("data")
+_WHOLE = slice(None)
+# _PAGE_SLICES[order]: where each page of a folio of that order lies in its data
+_PAGE_SLICES = [tuple(slice(k << PAGE_SHIFT, (k + 1) << PAGE_SHIFT) for k in range(1 << order))
+                for order in range(MAX_PAGECACHE_ORDER + 1)]
 
 
 class Block2MTDStats:
@@ -109,12 +124,7 @@ class Block2MTD:
         # Called with the folio between its lookup and folio_lock in write and erase:
         # the window in which invalidate_bdev() can drop it.
         self.before_lock: Callable[[Folio], None] | None = None
-        if api == "page":
-            self._read, self._write, self._erase = (
-                self._read_pages, self._write_pages, self._erase_pages)
-        else:
-            self._read, self._write, self._erase = (
-                self._read_folios, self._write_folios, self._erase_folios)
+        self.per_page = api == "page"
 
     @property
     def folio_order(self) -> int:
@@ -146,10 +156,15 @@ class Block2MTD:
 
     def read(self, offset: int, length: int) -> bytes:
         mtd_check_read(offset, length, self.size)
-        buf = bytearray(length)
-        self._read(memoryview(buf), offset, length)
+        if length == 0:
+            return b""
+        data = self._read_batch(offset, offset + length)
+        if data is None:
+            buf = bytearray(length)
+            self._read_loop(memoryview(buf), offset, length)
+            data = bytes(buf)
         self.stats.model.bytes_copied += length
-        return bytes(buf)
+        return data
 
     def write(self, offset: int, data: bytes) -> None:
         mtd_check_write(offset, len(data), self.size, self.flags, self.name)
@@ -174,187 +189,151 @@ class Block2MTD:
         self.bdev.close()
 
     def _lock_still_mapped(self, folio: Folio) -> bool:
-        """folio_lock, then the series' first patch: if invalidate_bdev() dropped the folio
-        between lookup and lock, release it and say so, so the caller looks it up again
-        (with ``retry=False`` the check is gone and the write goes to the dropped folio)."""
+        """folio_lock (lock_page on the page path), then the series' first patch: if
+        invalidate_bdev() dropped the folio between lookup and lock, release it (unlock,
+        put) and say so, so the caller looks it up again (with ``retry=False`` the check
+        is gone and the write goes to the dropped folio)."""
         if self.before_lock is not None:
             self.before_lock(folio)
         folio_lock(folio)
+        stats = self.stats.model
+        if self.per_page:
+            stats.compound_head += _LOCK_HEADS
         if self.retry and folio.mapping is not self.mapping:
             folio_unlock(folio)
             folio_put(folio)
-            self.stats.model.retries += 1
+            stats.retries += 1
+            if self.per_page:
+                stats.compound_head += _UNLOCK_PUT_HEADS
             return False
         return True
 
-    # Hot loops: both paths avoid min() and other builtin calls (a call costs more than
-    # copying a page here), so that what separates them is only the conversion's change.
+    # -- the two paths ----------------------------------------------------------------
     #
-    # -- api="page": the per-page wrappers, as before the folio conversion --------------
-    #
-    # The kernel's wrappers are inline: lock_page(page) is folio_lock(page_folio(page)),
-    # so all they add to a folio call is the compound_head(). They are spelled that way
-    # here (the folio call on the page's folio) so that the page path differs from the
-    # folio path only in what the conversion removed: it goes page by page, looks each
-    # page up (one probe, the same for every page of a folio, as the xarray's), and
-    # pays each wrapper's compound_heads, the very counts the wrappers in pagewrappers
-    # add when called. read_mapping_page() hands back the page of the folio by
-    # arithmetic (folio_file_page) and costs none. The counts go into a local and reach
-    # the stats once per call (exact even when a lookup raises), so that counting costs
-    # no more than the kernel's inline compound_head() does.
+    # One loop per operation serves both APIs, so the paths differ only in what the
+    # conversion changed: the page path steps page by page (each page looked up again,
+    # one probe whatever the folio's size, as the xarray's) and pays each wrapper's
+    # compound_heads, the very counts the wrappers in pagewrappers add when called; the
+    # folio path steps folio by folio and pays none. The kernel's wrappers are inline
+    # (lock_page(page) is folio_lock(page_folio(page))), so the page path calls the folio
+    # functions on the page's folio; read_mapping_page() hands back the page of the folio
+    # by arithmetic (folio_file_page) and costs none. The counts go into a local and
+    # reach the stats once per call (exact even when a lookup raises); the lock's (and
+    # a retry's) are counted where the lock is taken.
 
-    def _read_pages(self, buf: memoryview, pos: int, length: int) -> None:
+    def _read_batch(self, pos: int, end: int) -> bytes | None:
+        """Bytes [pos, end) when every page is cached in an uptodate folio, gathered as
+        one batch (as filemap_read's folio_batch) whose lookups, one per page or per
+        folio, and copies run in C at a cost per lookup independent of the folio's
+        size; None on a miss, for :meth:`_read_loop` to read the folios in. Nothing can
+        change between the lookups and the copy in a single-threaded model, so the
+        batch takes no references (a folio_get and folio_put per lookup in the kernel)."""
+        mapping = self.mapping
+        mask = mapping._min_mask
+        first, last = pos >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT
+        slices: Iterator[slice]
+        if self.per_page:                        # read_mapping_page() for every page
+            # (the probe for a page inside a folio lands on the folio's first page)
+            keys = range(first, last + 1)
+            found = list(map(mapping._folios.get,
+                             keys if mask == -1 else map(and_, keys, repeat(mask))))
+            slices = islice(cycle(_PAGE_SLICES[mapping._min_order]), first & ~mask, None)
+            start_first, start_last = first << PAGE_SHIFT, last << PAGE_SHIFT
+        else:                                    # read_mapping_folio() for every folio
+            found = list(map(mapping._folios.get, range(first & mask, last + 1, ~mask + 1)))
+            slices = repeat(_WHOLE)
+            start_first = start_last = 0
+        if None in found:                        # a miss, or a folio above the minimum order
+            return None
+        batch = cast("list[Folio]", found)
+        for folio in batch:
+            if not folio.uptodate:
+                return None
+            folio.referenced = True              # folio_mark_accessed
+        if not self.per_page:
+            start_first, start_last = batch[0].pos, batch[-1].pos
+        views = cast("list[memoryview]",                          # page_address + offset
+                     list(map(getitem, map(_DATA, batch), slices)))
+        if end - start_last != len(views[-1]):   # the ends may be partial
+            views[-1] = views[-1][:end - start_last]
+        if pos != start_first:
+            views[0] = views[0][pos - start_first:]
+        stats = self.stats.model
+        stats.folio_lookups += len(batch)
+        if self.per_page:
+            stats.compound_head += len(batch) * _PUT_HEADS        # put_page(page)
+        return b"".join(views)
+
+    def _read_loop(self, buf: memoryview, pos: int, length: int) -> None:
         read_mapping_folio = self.mapping.read_mapping_folio
-        heads = 0
-        done = 0
+        per_page = self.per_page
+        put_heads = _PUT_HEADS if per_page else 0
+        heads = done = 0
         try:
             while done < length:
-                folio = read_mapping_folio(pos >> PAGE_SHIFT)    # read_mapping_page()
+                folio = read_mapping_folio(pos >> PAGE_SHIFT)    # or read_mapping_page()
                 offset = pos - folio.pos
-                cpylen = PAGE_SIZE - (pos & _IN_PAGE)            # to the end of the page
+                cpylen = PAGE_SIZE - (pos & _IN_PAGE) if per_page else folio.size - offset
                 if cpylen > length - done:
                     cpylen = length - done
                 buf[done:done + cpylen] = folio.data[offset:offset + cpylen]
-                heads += _PUT_HEADS                              # put_page(page)
-                if folio.refcount > 1:             # folio_put, its usual case inline
-                    folio.refcount -= 1
-                else:
-                    folio_put(folio)
+                folio_put(folio)                                 # put_page(page)
+                heads += put_heads
                 done += cpylen
                 pos += cpylen
         finally:
             self.stats.model.compound_head += heads
 
-    def _write_pages(self, data: bytes, pos: int) -> None:
+    def _write(self, data: bytes, pos: int) -> None:
         read_mapping_folio = self.mapping.read_mapping_folio
+        per_page = self.per_page
+        put_heads, dirty_heads = (_PUT_HEADS, _DIRTY_UNLOCK_HEADS) if per_page else (0, 0)
         stats = self.stats.model
-        heads = 0
-        done, length = 0, len(data)
+        heads = done = 0
+        length = len(data)
         try:
             while done < length:
-                folio = read_mapping_folio(pos >> PAGE_SHIFT)    # read_mapping_page()
+                folio = read_mapping_folio(pos >> PAGE_SHIFT)    # or read_mapping_page()
                 offset = pos - folio.pos
-                cpylen = PAGE_SIZE - (pos & _IN_PAGE)            # to the end of the page
+                cpylen = PAGE_SIZE - (pos & _IN_PAGE) if per_page else folio.size - offset
                 if cpylen > length - done:
                     cpylen = length - done
                 dst = folio.data[offset:offset + cpylen]
                 src = data[done:done + cpylen]
                 if dst.tobytes() != src:
-                    heads += _LOCK_HEADS                         # lock_page(page)
                     if not self._lock_still_mapped(folio):
-                        heads += _UNLOCK_PUT_HEADS               # unlock_page, put_page
                         continue
                     dst[:] = src
                     stats.bytes_copied += cpylen
-                    heads += _DIRTY_UNLOCK_HEADS                 # set_page_dirty, unlock_page
-                    folio_mark_dirty(folio)
-                    folio_unlock(folio)
-                heads += _PUT_HEADS                              # put_page(page)
-                if folio.refcount > 1:             # folio_put, its usual case inline
-                    folio.refcount -= 1
-                else:
-                    folio_put(folio)
+                    folio_mark_dirty(folio)                      # set_page_dirty(page)
+                    folio_unlock(folio)                          # unlock_page(page)
+                    heads += dirty_heads
+                folio_put(folio)                                 # put_page(page)
+                heads += put_heads
                 done += cpylen
                 pos += cpylen
         finally:
             stats.compound_head += heads
 
-    def _erase_pages(self, index: int, pages: int) -> None:
+    def _erase(self, index: int, pages: int) -> None:
+        """Fill pages [index, index + pages) with 0xFF, leaving alone (and not dirtying)
+        the pages that are all 0xFF already: one look at the whole step first, then, on
+        the folio path, page by page inside a folio that is not all erased."""
         read_mapping_folio = self.mapping.read_mapping_folio
+        per_page = self.per_page
+        put_heads, dirty_heads = (_PUT_HEADS, _DIRTY_UNLOCK_HEADS) if per_page else (0, 0)
         stats = self.stats
         heads = written = skipped = 0
         end = index + pages
+        erased, erased_nr = _ERASED_PAGE, 1      # steps come in runs of one size
         try:
             while index < end:
-                folio = read_mapping_folio(index)                # page = read_mapping_page()
-                start = (index - folio.index) << PAGE_SHIFT      # page_address(page)
-                addr = folio.data[start:start + PAGE_SIZE]
-                if addr.tobytes() == _ERASED_PAGE:
-                    skipped += 1
-                else:
-                    heads += _LOCK_HEADS                         # lock_page(page)
-                    if not self._lock_still_mapped(folio):
-                        heads += _UNLOCK_PUT_HEADS               # unlock_page, put_page
-                        continue
-                    addr[:] = _ERASED_PAGE
-                    heads += _DIRTY_UNLOCK_HEADS                 # set_page_dirty, unlock_page
-                    folio_mark_dirty(folio)
-                    folio_unlock(folio)
-                    written += 1
-                heads += _PUT_HEADS                              # put_page(page)
-                if folio.refcount > 1:             # folio_put, its usual case inline
-                    folio.refcount -= 1
-                else:
-                    folio_put(folio)
-                index += 1
-        finally:
-            stats.model.compound_head += heads
-            stats.erase_pages_written += written
-            stats.erase_pages_skipped += skipped
-
-    # -- api="folio": whole folios, no compound_head ----------------------------------
-
-    def _read_folios(self, buf: memoryview, pos: int, length: int) -> None:
-        read_mapping_folio = self.mapping.read_mapping_folio
-        done = 0
-        while done < length:
-            folio = read_mapping_folio(pos >> PAGE_SHIFT)
-            offset = pos - folio.pos
-            cpylen = folio.size - offset
-            if cpylen > length - done:
-                cpylen = length - done
-            buf[done:done + cpylen] = folio.data[offset:offset + cpylen]
-            if folio.refcount > 1:             # folio_put, its usual case inline
-                folio.refcount -= 1
-            else:
-                folio_put(folio)
-            done += cpylen
-            pos += cpylen
-
-    def _write_folios(self, data: bytes, pos: int) -> None:
-        read_mapping_folio = self.mapping.read_mapping_folio
-        stats = self.stats.model
-        done, length = 0, len(data)
-        while done < length:
-            folio = read_mapping_folio(pos >> PAGE_SHIFT)
-            offset = pos - folio.pos
-            cpylen = folio.size - offset
-            if cpylen > length - done:
-                cpylen = length - done
-            dst = folio.data[offset:offset + cpylen]
-            src = data[done:done + cpylen]
-            if dst.tobytes() != src:
-                if not self._lock_still_mapped(folio):
-                    continue
-                dst[:] = src
-                stats.bytes_copied += cpylen
-                folio_mark_dirty(folio)
-                folio_unlock(folio)
-            if folio.refcount > 1:             # folio_put, its usual case inline
-                folio.refcount -= 1
-            else:
-                folio_put(folio)
-            done += cpylen
-            pos += cpylen
-
-    def _erase_folios(self, index: int, pages: int) -> None:
-        read_mapping_folio = self.mapping.read_mapping_folio
-        stats = self.stats
-        written = skipped = 0
-        end = index + pages
-        erased, erased_nr = _ERASED_PAGE, 1      # folios come in runs of one size
-        try:
-            while index < end:
-                folio = read_mapping_folio(index)
-                nr = folio.nr_pages
-                if folio.index == index and nr <= end - index:   # the whole folio: usual
-                    view = folio.data
-                else:
-                    first = index - folio.index
-                    nr -= first
-                    if nr > end - index:
-                        nr = end - index
-                    view = folio.data[first << PAGE_SHIFT:(first + nr) << PAGE_SHIFT]
+                folio = read_mapping_folio(index)                # or read_mapping_page()
+                first = index - folio.index
+                nr = 1 if per_page else folio.nr_pages - first
+                if nr > end - index:
+                    nr = end - index
+                view = folio.data[first << PAGE_SHIFT:(first + nr) << PAGE_SHIFT]
                 if nr != erased_nr:
                     erased, erased_nr = _ERASED_PAGES[nr], nr
                 if view.tobytes() == erased:
@@ -373,14 +352,14 @@ class Block2MTD:
                             else:
                                 page[:] = _ERASED_PAGE
                                 written += 1
-                    folio_mark_dirty(folio)
-                    folio_unlock(folio)
-                if folio.refcount > 1:             # folio_put, its usual case inline
-                    folio.refcount -= 1
-                else:
-                    folio_put(folio)
+                    folio_mark_dirty(folio)                      # set_page_dirty(page)
+                    folio_unlock(folio)                          # unlock_page(page)
+                    heads += dirty_heads
+                folio_put(folio)                                 # put_page(page)
+                heads += put_heads
                 index += nr
         finally:
+            stats.model.compound_head += heads
             stats.erase_pages_written += written
             stats.erase_pages_skipped += skipped
 

@@ -4,17 +4,14 @@ Folios are kept in a dict keyed by their first page index. Every folio is natura
 aligned and at least the mapping's minimum order, so the folio holding page ``index``
 can only start at ``index`` rounded down to some order between the minimum and the
 largest order present: a lookup is at most a handful of dict probes and never walks
-pages. The hot paths (:meth:`AddressSpace.filemap_read`,
-:meth:`AddressSpace.generic_perform_write`) touch each folio once and copy with one
-memoryview slice assignment per folio.
+pages. The hot paths (``filemap_read``, ``generic_perform_write``) touch each folio
+once and copy with one memoryview slice assignment per folio.
 
-Kernel rules modelled here (mm/filemap.c); the rest of the page cache lives where the
-kernel keeps it: the fgf_t flags and the folio order range in :mod:`.pagemap`, dirtying
-and writeback in :mod:`.page_writeback`, truncate and invalidate in :mod:`.truncate`,
-readahead in :mod:`.readahead`, reclaim in :mod:`.vmscan`, splitting in
-:mod:`.huge_memory` (each a free function taking the mapping or the folio, bound as a
-method too). AddressSpace's underscored methods are shared by those modules, not by
-callers.
+Kernel rules modelled here (mm/filemap.c); the rest lives where the kernel keeps it:
+:mod:`.pagemap` (fgf_t flags, the folio order range), :mod:`.page_writeback`,
+:mod:`.truncate`, :mod:`.readahead`, :mod:`.vmscan`, :mod:`.huge_memory` (free functions
+taking the mapping or the folio, bound as methods too). AddressSpace's underscored
+methods are shared by those modules, not by callers.
 
 - creation (``__filemap_get_folio`` with FGP_CREAT): the index is aligned down to the
   minimum order (``mapping_align_index``), the order is clamped to the maximum and
@@ -29,6 +26,7 @@ from __future__ import annotations
 import bisect
 import errno
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import Protocol, cast
 
 from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
@@ -69,6 +67,10 @@ from pytest_folio.model.truncate import (
 )
 from pytest_folio.model.vmscan import try_to_free_pages
 from pytest_folio.sizes import ffs0, format_size
+
+_DATA = attrgetter("data")
+_UPTODATE = attrgetter("uptodate")
+_BATCH_MIN = 4                # folios from which filemap_read gathers a batch
 
 
 class AddressSpaceOperations(Protocol):
@@ -114,8 +116,6 @@ class AddressSpace:
     mapping_max_folio_order = mapping_max_folio_order
     mapping_min_folio_nrpages = mapping_min_folio_nrpages
     mapping_align_index = mapping_align_index
-
-    # -- lookup ---------------------------------------------------------------------------
 
     def _lookup(self, index: int) -> Folio | None:
         """The cached folio holding page ``index`` (no reference, no counting).
@@ -188,19 +188,17 @@ class AddressSpace:
             folio_get(folio)
             return folio
 
-    # -- creation and insertion -------------------------------------------------------------
-
     def filemap_alloc_folio(self, order: int) -> Folio | None:
         """A new folio (not in any mapping) or None if no block of that order is free."""
         pfn = self.memory.alloc_pages(order)
         return None if pfn is None else Folio(self.memory, pfn, order)
 
     def _overlaps(self, index: int, nr_pages: int) -> bool:
-        if self._lookup(index) is not None:
-            return True
-        if nr_pages == 1 << self._min_order:
-            return False
-        # Anything else overlapping must be a smaller folio starting inside the range.
+        return self._lookup(index) is not None or self._holds_smaller(index, nr_pages)
+
+    def _holds_smaller(self, index: int, nr_pages: int) -> bool:
+        """A folio smaller than [index, index + nr_pages) starts inside it (what can
+        overlap the range once a lookup of ``index`` missed)."""
         step = 1 << self._min_order
         folios = self._folios
         return any(map(folios.__contains__, range(index + step, index + nr_pages, step)))
@@ -242,23 +240,28 @@ class AddressSpace:
         self._insert(folio, index)
 
     def _create_folio(self, index: int, order: int, *, readahead: bool = False) -> Folio | None:
-        """Allocate and insert a folio for ``index`` (unlocked, holding only the cache's
-        reference). None means EEXIST at the minimum order: look up again. Readahead
-        never reclaims; it returns None when memory runs out."""
+        """Allocate and insert a folio for ``index``, which a lookup just missed
+        (unlocked, holding only the cache's reference). None means EEXIST at the minimum
+        order: look up again. Readahead never reclaims; it returns None when memory runs
+        out."""
         min_order = self._min_order
-        order = max(min_order, order)
-        index &= ~((1 << min_order) - 1)
-        order = min(order, self._max_order)
-        if index & ((1 << order) - 1):
-            order = ffs0(index)
+        index &= self._min_mask
+        if order <= min_order:
+            order = min_order
+        else:
+            if order > self._max_order:
+                order = self._max_order
+            if index & ((1 << order) - 1):
+                order = ffs0(index)
         memory = self.memory
         while True:
             pfn = memory.alloc_pages(order)
             if pfn is None and order == min_order and not readahead:
                 pfn = try_to_free_pages(memory, order, self.stats)
             if pfn is not None:
-                folio = Folio(memory, pfn, order)
-                if not self._overlaps(index, folio.nr_pages):
+                # after the miss, only a smaller folio inside the range can overlap
+                if order == min_order or not self._holds_smaller(index, 1 << order):
+                    folio = Folio(memory, pfn, order)
                     self._insert(folio, index)
                     return folio
                 memory.free_pages(pfn, order)
@@ -325,7 +328,7 @@ class AddressSpace:
                 self._read_folio_locked(folio)
             return folio
 
-    # -- dirtying and writeback (mm/page-writeback.c) ------------------------------------
+    # dirtying and writeback (mm/page-writeback.c)
 
     folio_mark_dirty = staticmethod(folio_mark_dirty)
 
@@ -336,8 +339,6 @@ class AddressSpace:
         """Write back every dirty folio overlapping bytes [lstart, lend] (lend -1: to the
         end) through ``a_ops.writepage`` (:func:`page_writeback.do_writepages`)."""
         do_writepages(self, lstart, lend)
-
-    # -- removal: truncate, invalidate ------------------------------------------------------------
 
     def filemap_remove_folio(self, folio: Folio) -> None:
         """Take a folio out of the cache and drop the cache's reference."""
@@ -359,8 +360,6 @@ class AddressSpace:
     invalidate_mapping_pages = invalidate_mapping_pages
 
     page_cache_ra_order = page_cache_ra_order      # mm/readahead.c, as a method too
-
-    # -- the fast paths ---------------------------------------------------------------------------
 
     def filemap_read(self, pos: int, length: int) -> bytes:
         """``length`` bytes at ``pos`` through the cache; misses are read ahead with
@@ -385,7 +384,7 @@ class AddressSpace:
             stats.bytes_copied += length
             offset = pos - folio.pos
             return bytes(folio.data[offset:offset + length])
-        if length >> PAGE_SHIFT >> self._min_order < 4:
+        if length >> PAGE_SHIFT >> self._min_order < _BATCH_MIN:
             return self._filemap_read_folios(pos, end)   # a few folios: a loop is cheaper
         # Folios starting at every minimum-order index of the range; a None (a page not
         # cached in a folio of the minimum order) fails the uptodate test below.
@@ -393,18 +392,21 @@ class AddressSpace:
             pos >> PAGE_SHIFT & self._min_mask, ((end - 1) >> PAGE_SHIFT) + 1,
             1 << self._min_order))))
         try:
-            for folio in batch:
-                if not folio.uptodate:
-                    return self._filemap_read_folios(pos, end)
-                folio.referenced = True
+            if not all(map(_UPTODATE, batch)):
+                return self._filemap_read_folios(pos, end)
         except AttributeError:
             return self._filemap_read_folios(pos, end)
+        for folio in batch:
+            folio.referenced = True
         stats = self.stats
         stats.folio_lookups += len(batch)
         stats.bytes_copied += length
-        views = [folio.data for folio in batch]
-        views[-1] = views[-1][:end - batch[-1].pos]       # both ends may be partial
-        views[0] = views[0][pos - batch[0].pos:]
+        views = list(map(_DATA, batch))
+        last = batch[-1]
+        if end != last.pos + last.size:                   # both ends may be partial
+            views[-1] = views[-1][:end - last.pos]
+        if pos != batch[0].pos:
+            views[0] = views[0][pos - batch[0].pos:]
         return b"".join(views)
 
     def _filemap_read_folios(self, pos: int, end: int) -> bytes:
@@ -428,7 +430,7 @@ class AddressSpace:
             n = folio.size - offset
             if n > end - pos:
                 n = end - pos
-            chunks.append(folio.data[offset:offset + n])
+            chunks.append(folio.data[offset:offset + n] if n != folio.size else folio.data)
             folio.referenced = True
             pos += n
             index = folio.index + folio.nr_pages
@@ -447,20 +449,20 @@ class AddressSpace:
         src = memoryview(data).cast("B")
         total = len(src)
         folios = self._folios
+        mask = self._min_mask
+        stats = self.stats
         done = 0
         while done < total:
             index = pos >> PAGE_SHIFT
-            folio = folios.get(index)
+            stats.folio_lookups += 1
+            folio = folios.get(index & mask)       # _lookup's first probe, inline
             if folio is None:
-                self.stats.folio_lookups += 1
                 folio = self._lookup(index)
                 while folio is None:
                     folio = self._create_folio(index, fgf_set_order(total - done))
                     if folio is None:
-                        self.stats.retries += 1
+                        stats.retries += 1
                         folio = self._lookup(index)
-            else:
-                self.stats.folio_lookups += 1
             if folio.locked:
                 raise FolioDeadlock(f"write to folio at index {folio.index}, which the "
                                     "caller holds locked")
@@ -477,7 +479,7 @@ class AddressSpace:
             folio.referenced = True
             pos += n
             done += n
-        self.stats.bytes_copied += total
+        stats.bytes_copied += total
         return total
 
     def __iter__(self) -> Iterator[Folio]:

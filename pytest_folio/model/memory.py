@@ -79,12 +79,16 @@ class PhysicalMemory:
         Never reclaims: the page cache decides when reclaim is worth it.
         """
         free_area = self.free_area
-        for current in range(order, MAX_PAGECACHE_ORDER + 1):
-            if free_area[current]:
-                pfn = free_area[current].pop()
-                break
+        if free_area[order]:                   # the usual case: no block to split
+            pfn = free_area[order].pop()
+            current = order
         else:
-            return None
+            for current in range(order + 1, MAX_PAGECACHE_ORDER + 1):
+                if free_area[current]:
+                    pfn = free_area[current].pop()
+                    break
+            else:
+                return None
         while current > order:             # split: keep the low half, free the high half
             current -= 1
             free_area[current].add(pfn + (1 << current))
@@ -95,9 +99,11 @@ class PhysicalMemory:
 
     def free_pages(self, pfn: int, order: int) -> None:
         """Return a block from :meth:`alloc_pages`, merging it with free buddies."""
-        if self.allocated.get(pfn) != order:
+        allocated = self.allocated.pop(pfn, None)
+        if allocated != order:
+            if allocated is not None:
+                self.allocated[pfn] = allocated
             raise ValueError(f"free_pages({pfn}, {order}): not an allocated order-{order} block")
-        del self.allocated[pfn]
         self.nr_free += 1 << order
         free_area = self.free_area
         while order < MAX_PAGECACHE_ORDER:

@@ -17,7 +17,8 @@ The default mount supports what kernel ramfs does: read, write, truncate, shared
 read and write, fsync as a no-op, copy_file_range (the kernel's generic splice path), and
 fallocate is EOPNOTSUPP. ``features="full"`` adds fallocate (with and without
 KEEP_SIZE), punch hole, zero range, collapse range and insert range, with ext4/xfs's
-block-size alignment rules, each built on the page cache's truncate and split rules.
+block-size alignment rules, each built on the page cache's truncate and split rules
+(collapse and insert then move folios to their new index, as extents shift).
 Errors are the errnos Linux gives, in Linux's order of checks.
 """
 
@@ -176,12 +177,22 @@ class Ramfs(Vfs):
 
     def _shift(self, inode: Inode, src: int, dst: int) -> None:
         """Move the bytes from ``src`` to EOF so they start at ``dst`` (collapse when
-        dst < src, insert when dst > src): read them, truncate the page cache from the
-        lower offset (the split rules apply), write them back."""
+        dst < src, insert when dst > src), as a file system with extents shifts them:
+        the folios move to their new index, copying nothing (both offsets are aligned to
+        the block size, which is every folio's size); a collapsed range is truncated
+        first, an inserted one stays a hole. Bytes past the new EOF read as zeroes."""
         mapping = inode.i_mapping
         assert mapping is not None
-        tail = mapping.filemap_read(src, inode.i_size - src)
-        mapping.truncate_inode_pages_range(min(src, dst), -1)
-        new_size = dst + len(tail)
-        self._set_size(inode, new_size)
-        mapping.generic_perform_write(dst, tail)
+        if dst < src:
+            mapping.truncate_inode_pages_range(dst, src - 1)
+        delta = (dst - src) >> PAGE_SHIFT
+        moving = mapping._folios_in(src >> PAGE_SHIFT, MAX_LFS_FILESIZE >> PAGE_SHIFT)
+        for folio in moving if delta < 0 else reversed(moving):   # never onto another
+            mapping._delete(folio)
+            mapping._insert(folio, folio.index + delta)
+        size = inode.i_size + dst - src
+        self._set_size(inode, size)
+        eof = mapping.filemap_get_folio(size >> PAGE_SHIFT) if size & (self.blocksize - 1) else None
+        if eof is not None:
+            folio_zero_range(eof, size - eof.pos, eof.pos + eof.size - size)
+            folio_put(eof)

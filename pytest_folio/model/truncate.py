@@ -49,7 +49,7 @@ def truncate_inode_pages_range(mapping: AddressSpace, lstart: int, lend: int = -
     if lend < lstart:
         return
     for folio in mapping._folios_in(lstart >> PAGE_SHIFT, lend >> PAGE_SHIFT):
-        if folio_test_locked(folio):
+        if folio.locked:                                     # a hot loop: the fields
             raise FolioDeadlock(f"truncate of folio at index {folio.index}, which the "
                                 "caller holds locked")
         start = folio.pos

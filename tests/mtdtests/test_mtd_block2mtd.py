@@ -53,19 +53,17 @@ def test_race_check_detects_the_lost_write_with_retry_off(api: str) -> None:
 class EraseAlwaysWrites(Block2MTD):
     """Fills every page with 0xFF, erased or not, and dirties it: the skip is gone."""
 
-    def _erase_pages(self, index: int, pages: int) -> None:
+    def _erase(self, index: int, pages: int) -> None:
         for i in range(index, index + pages):
-            self._write_pages(b"\x00" * 4096, i << 12)   # make it differ, then erase it
-            self._write_pages(b"\xff" * 4096, i << 12)
-
-    _erase_folios = _erase_pages
+            self._write(b"\x00" * 4096, i << 12)   # make it differ, then erase it
+            self._write(b"\xff" * 4096, i << 12)
 
 
 class WriteAlwaysDirties(Block2MTD):
     """Marks the folio dirty even when the bytes did not change."""
 
-    def _write_folios(self, data: bytes, pos: int) -> None:
-        super()._write_folios(data, pos)
+    def _write(self, data: bytes, pos: int) -> None:
+        super()._write(data, pos)
         for folio in self.mapping.folios():
             if folio.pos <= pos < folio.pos + folio.size:
                 folio.dirty = True
