@@ -36,6 +36,7 @@ import pytest
 
 from pytest_folio.fixtures.fsx import FsxRunner
 from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
+from pytest_folio.fsx.log import FL_SKIPPED
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import FileSystem
 
@@ -57,14 +58,23 @@ class FsxSuite:
             problem = f"{type(self).__name__}.fsx_args: {exc}"
         pytest.fail(problem, pytrace=False)
 
+    @staticmethod
+    def _operations_to_complete(fsx: FsxRunner, numops: int | None = None) -> int:
+        """How many operations a passing run completed: the replayed log's (skip lines are
+        not replayed), or the run's count; a run that stops short without failing is a bug."""
+        replay = fsx.replay
+        if replay is None:
+            return fsx.options(numops=numops).numops
+        return sum(not entry.flags & FL_SKIPPED for entry in replay[1])
+
     def test_fsx(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         result = fsx(filesystem, self.fsx_settings())
-        assert result.testcalls > 0
+        assert result.testcalls == self._operations_to_complete(fsx)
 
     def test_fsx_page_aligned(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         opts = self.fsx_settings().replace(readbdy=PAGE_SIZE, truncbdy=PAGE_SIZE,
                                            writebdy=PAGE_SIZE)
-        assert fsx(filesystem, opts).testcalls > 0
+        assert fsx(filesystem, opts).testcalls == self._operations_to_complete(fsx)
 
     def test_fsx_block_aligned(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         bs = filesystem.blocksize
@@ -72,12 +82,13 @@ class FsxSuite:
         opts = base.replace(readbdy=bs, truncbdy=bs, writebdy=bs,
                             maxfilelen=max(base.maxfilelen, 8 * bs),
                             maxoplen=max(base.maxoplen, bs))
-        assert fsx(filesystem, opts).testcalls > 0
+        assert fsx(filesystem, opts).testcalls == self._operations_to_complete(fsx)
 
     def test_fsx_large_file(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         opts = self.fsx_settings().replace(maxfilelen=self.fsx_large_file, maxoplen=256 << 10)
         numops = max(1, fsx.settings.fsx_ops // 5)
-        assert fsx(filesystem, opts, numops=numops).testcalls > 0
+        result = fsx(filesystem, opts, numops=numops)
+        assert result.testcalls == self._operations_to_complete(fsx, numops)
 
     def test_fsx_hypothesis(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
         if fsx.replay is not None:

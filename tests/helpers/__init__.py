@@ -11,7 +11,10 @@ the command line too: ``--folio-mtd=tests.helpers.mtd_devices:NAME``,
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +34,10 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 # operations): tests that check the ready-made MTD suites run and pass; the main job
 # runs them all.
 FIRST_STRESS_PART = "not (part2of4 or part3of4 or part4of4)"
+
+
+def run_result(proc: subprocess.CompletedProcess[str]) -> pytest.RunResult:
+    """A pytest run started with :mod:`subprocess` as pytester's RunResult, so its outcomes
+    are compared as counts (``assert_outcomes``), not as the summary line's text."""
+    return pytest.RunResult(proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(),
+                            0.0)

@@ -4,6 +4,7 @@ whether a process is still alive."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_folio.vm.bootimage import XEN_ELFNOTE_PHYS32_ENTRY
@@ -69,7 +70,7 @@ def bzimage(payload: bytes, release: str = "6.1.0-test") -> bytes:
 
 
 def kernel_tree(root: Path, release: str = "6.1.0-test",
-                modules: dict[str, bytes] | None = None, builtin: list[str] = ()) -> Path:
+                modules: dict[str, bytes] | None = None, builtin: Sequence[str] = ()) -> Path:
     """An unpacked kernel package: boot/vmlinuz-RELEASE and lib/modules/RELEASE."""
     (root / "boot").mkdir(parents=True)
     (root / "boot" / f"vmlinuz-{release}").write_bytes(bzimage(b"", release))
@@ -84,7 +85,7 @@ def kernel_tree(root: Path, release: str = "6.1.0-test",
 
 def read_cpio(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
     """Parse a newc archive: name -> (mode, data, (rdevmajor, rdevminor))."""
-    entries = {}
+    entries: dict[str, tuple[int, bytes, tuple[int, int]]] = {}
     pos = 0
     while True:
         assert data[pos:pos + 6] == b"070701", f"bad magic at {pos}"

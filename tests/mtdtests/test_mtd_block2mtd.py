@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pytest_folio.mtdtests.block2mtd import (
     check_erase_skips_erased_pages,
     check_unchanged_write_dirties_nothing,
 )
-from tests.helpers import FIRST_STRESS_PART
+from tests.helpers import FIRST_STRESS_PART, run_result, subprocess_env
 
 
 def reference(api: str = "folio", order: int = 2, retry: bool = True,
@@ -98,14 +97,13 @@ QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchm
 
 
 def run_mtd_suites(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="400")
-    env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "pytest_folio", *QUICK, "--pyargs",
          "pytest_folio.suites", "-k", f"mtd and not kernel_mtd and {FIRST_STRESS_PART}",
          "-q", "-rfs",
          "--folio-mtd-size", "1M", "--folio-erasesize", "32K", *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        cwd=tmp_path, env=subprocess_env(COLUMNS="400"), capture_output=True, text=True,
+        timeout=600)
 
 
 @pytest.mark.parametrize("knobs", ["reference:api=folio", "reference:api=page"])
@@ -115,7 +113,7 @@ def test_ready_to_run_modules_pass_on_the_reference(tmp_path: Path, knobs: str) 
     # 4 read + 1 speed + 1 stress part + 1 torture + 4 nand + 4 block2mtd, at 3 orders, and
     # fsx, its Hypothesis form and the read-only check at 8 geometries (4K: eb 4K, 32K;
     # 16K: eb 4K, 16K, 32K; 64K: eb 16K, 64K, 128K)
-    assert "51 passed, 15 skipped" in proc.stdout, proc.stdout[-3000:]
+    run_result(proc).assert_outcomes(passed=51, skipped=15)
 
 
 def test_ready_to_run_race_check_fails_with_retry_off(tmp_path: Path) -> None:

@@ -99,7 +99,6 @@ def test_the_default_suites_pass_on_a_correct_user_folio_cache(tmp_path: Path) -
                    "--folio-mtd-size=2M", "-k", f"mtd and {FIRST_STRESS_PART}",
                    "--folio-orders=0,2")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "failed" not in proc.stdout
 
 
 def test_a_users_broken_device_fails_with_a_replay_that_fails_the_same_way(

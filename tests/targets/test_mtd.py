@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,7 @@ def test_reference_opens_block2mtd_at_the_order_with_the_knobs() -> None:
 @pytest.fixture
 def nor(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    import nor_flash
-    yield nor_flash
+    yield importlib.import_module("nor_flash")
     sys.modules.pop("nor_flash", None)
 
 

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_folio.timing import machine
 from pytest_folio.timing.machine import machine_facts, memcpy_bandwidth, xdist_worker_count
 
 
@@ -24,8 +25,15 @@ def test_worker_count(option: dict[str, object], workerinput: dict[str, int] | N
     assert xdist_worker_count(config) == count
 
 
-def test_facts_and_bandwidth() -> None:
-    assert 0.01 < memcpy_bandwidth(1 << 20, rounds=2) < 10_000
+def test_bandwidth_is_the_bytes_over_the_fastest_rounds_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # three rounds of 1 MiB taking 200, 100 and 400 us: the best is 100 us, 10.49 GB/s
+    clock = iter([0.0, 0.0002, 1.0, 1.0001, 2.0, 2.0004])
+    monkeypatch.setattr(machine.time, "perf_counter", lambda: next(clock))
+    assert memcpy_bandwidth(1 << 20, rounds=3) == 10.49
+
+
+def test_facts_name_the_machine_and_measure_nothing_when_told_not_to() -> None:
     facts = machine_facts(workers=3, measure=False)
     assert facts["xdist_workers"] == 3 and "memcpy_gbps" not in facts
     assert facts["cpus"] >= 1 and facts["kernel"] and facts["python"] and facts["cpu"]

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.timing.storage import Record, TimingRun, load_run, save_run
+from tests.helpers import subprocess_env
 
 pytest_plugins = ["pytester"]
 
@@ -77,8 +78,7 @@ def test_a_run_stopped_at_random_points_leaves_a_complete_run_at_the_path(
         SLOW.replace("COUNT", str(count)).replace("DELAY", "0.02"))
     path = tmp_path / "run.json"
     old = _old_run(path)
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
+    env = subprocess_env()
     rng = random.Random(20261201)              # pinned: the same moments every run
     for attempt in range(6):
         dist = ["-n", "2"] if attempt % 2 else []

@@ -16,6 +16,7 @@ from pytest_folio.vm import VMError, cache_root
 from pytest_folio.vm.apt import resolve_kernel_package
 from pytest_folio.vm.initramfs import find_busybox
 from pytest_folio.vm.kernel import KernelCache
+from tests.helpers import run_result
 
 
 def _missing() -> str | None:
@@ -70,7 +71,7 @@ def test_real_boot_runs_pytest_in_the_kernel(tmp_path: Path) -> None:
          "--", "-q", "test_in_guest.py", "--folio-save", "saved/run.json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 1, proc.stderr  # pytest's status: one test fails on purpose
-    assert "1 failed, 1 passed" in proc.stdout
+    run_result(proc).assert_outcomes(failed=1, passed=1)
     version = re.search(r"folio-vm: \[ *[\d.]+\] Linux version (\S+)", proc.stderr)
     assert version, proc.stderr
     assert "folio-vm: /dev/mtd0: block2mtd on /dev/vda, logical block size 4096 (4K folios)" \

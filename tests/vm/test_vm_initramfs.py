@@ -24,6 +24,7 @@ from tests.helpers.vm import elf64, read_cpio
 
 
 def job(**changes: object) -> GuestJob:
+    base: dict[str, object]
     base = dict(modules=["virtio", "9p", "virtio_blk", "mtd", "block2mtd", "xfs"],
                 module_params={"virtio_blk": "poll_queues=0"},
                 cwd="/work/my project",

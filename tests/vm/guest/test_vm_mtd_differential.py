@@ -37,7 +37,7 @@ def kernel_block2mtd(request: pytest.FixtureRequest, mtd_device: MTDDevice) -> M
     return mtd_device
 
 
-def outcome(call: Any, *args: Any) -> tuple[str, Any]:
+def outcome(call: Any, *args: Any) -> tuple[Any, ...]:
     """What an operation did: its result, or the errno it failed with."""
     try:
         result = call(*args)
