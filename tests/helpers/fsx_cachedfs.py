@@ -502,13 +502,19 @@ class CachedFS:
             raise fail(errno.EEXIST, path)
         self.names[name] = Inode(next(self._ino), is_dir=True, nlink=2)
 
-    def rmdir(self, path: str) -> None:
+    def directory(self, path: str) -> str:
+        """The name of the directory at ``path``: ENOENT when nothing is there, ENOTDIR
+        when a file is."""
         name = self.resolve(path)
         inode = self.names.get(name)
         if inode is None:
             raise fail(errno.ENOENT, path)
         if not inode.is_dir:
             raise fail(errno.ENOTDIR, path)
+        return name
+
+    def rmdir(self, path: str) -> None:
+        name = self.directory(path)
         if not name:
             raise fail(errno.EBUSY, path)
         if self.listdir(name):
@@ -545,12 +551,7 @@ class CachedFS:
         self.drop_link(name)
 
     def listdir(self, path: str) -> list[str]:
-        name = self.resolve(path)
-        inode = self.names.get(name)
-        if inode is None:
-            raise fail(errno.ENOENT, path)
-        if not inode.is_dir:
-            raise fail(errno.ENOTDIR, path)
+        name = self.directory(path)
         prefix = f"{name}/" if name else ""
         return sorted(n[len(prefix):] for n in self.names
                       if n and n.startswith(prefix) and "/" not in n[len(prefix):])

@@ -96,7 +96,24 @@ class _Folio:
         self.in_cache = True
 
 
-class CachedRamMTD(RamMTD):
+class _FolioPieces:
+    """What the cached devices share: a range cut at their folios' boundaries."""
+
+    folio_size: int
+
+    def _segments(self, offset: int, length: int) -> list[tuple[int, int, int]]:
+        """(folio index, offset in folio, length) covering [offset, offset+length)."""
+        out = []
+        while length > 0:
+            index, off = divmod(offset, self.folio_size)
+            n = min(length, self.folio_size - off)
+            out.append((index, off, n))
+            offset += n
+            length -= n
+        return out
+
+
+class CachedRamMTD(_FolioPieces, RamMTD):
     """A RAM device behind a folio cache, as block2mtd sits on the bdev page cache.
 
     Every ``drop_every``-th lookup in the write and erase paths simulates the flusher
@@ -138,17 +155,6 @@ class CachedRamMTD(RamMTD):
                 return folio
             self.retries += 1
 
-    def _segments(self, offset: int, length: int) -> list[tuple[int, int, int]]:
-        """(folio index, offset in folio, length) covering [offset, offset+length)."""
-        out = []
-        while length > 0:
-            index, off = divmod(offset, self.folio_size)
-            n = min(length, self.folio_size - off)
-            out.append((index, off, n))
-            offset += n
-            length -= n
-        return out
-
     def _read(self, offset: int, length: int) -> bytes:
         return b"".join(bytes(self._get_folio(i).data[o:o + n])
                         for i, o, n in self._segments(offset, length))
@@ -178,7 +184,7 @@ class CachedRamMTD(RamMTD):
             self._writeback(index, folio)
 
 
-class FolioCacheMTD(RamMTD):
+class FolioCacheMTD(_FolioPieces, RamMTD):
     """RAM flash behind a small write-back cache of folios larger than a page, as a
     folio-converted flash driver has: an LRU of ``cache_folios`` folios, dirty tracking,
     writeback on eviction, sync, reopen and close, and the shortcuts drivers take: an
@@ -197,17 +203,6 @@ class FolioCacheMTD(RamMTD):
         self.cache_folios = cache_folios
 
     # the cache
-    def _segments(self, offset: int, length: int) -> list[tuple[int, int, int]]:
-        """(folio index, offset in folio, length) covering [offset, offset+length)."""
-        out = []
-        while length > 0:
-            index, off = divmod(offset, self.folio_size)
-            n = min(length, self.folio_size - off)
-            out.append((index, off, n))
-            offset += n
-            length -= n
-        return out
-
     def _read_folio(self, index: int) -> _Folio:
         start = index * self.folio_size
         return _Folio(bytearray(self.store[start:start + self.folio_size]))
