@@ -6,7 +6,6 @@ works). Fixtures live in :mod:`pytest_folio.fixtures`; this module only wires th
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -15,13 +14,15 @@ import pytest
 from pytest_folio import hookspecs, progress
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.options import (
-    FolioSettings,
     add_options,
     parse_block_size_value,
+    parse_erasesizes,
     parse_order,
     parse_unique,
     read_settings,
 )
+from pytest_folio.params import MTDParam, default_erasesizes
+from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
 
 pytest_plugins = [
@@ -32,7 +33,7 @@ pytest_plugins = [
     "pytest_folio.fixtures.fsx",
 ]
 
-SETTINGS_KEY = pytest.StashKey[FolioSettings]()
+__all__ = ["settings"]   # the run's options, as tests and users have read them from here
 
 MARKERS = [
     "folio_orders(*orders): run this test at these folio orders instead of --folio-orders",
@@ -51,17 +52,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
-def settings(config: pytest.Config) -> FolioSettings:
-    """The run's parsed options (decided once, on the controller)."""
-    return config.stash[SETTINGS_KEY]
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    """Parse the options and resolve the targets once (on an xdist worker: as the
+    controller decided), before the fixtures' and the collector's hooks read them."""
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
-    config.stash[SETTINGS_KEY] = read_settings(config, seed=workerinput.get("folio_seed"))
+    config.stash[SESSION_KEY] = FolioSession.resolve(
+        read_settings(config, seed=workerinput.get("folio_seed")),
+        workerinput.get("folio_session"))
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
     config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
@@ -72,6 +72,7 @@ class _XdistController:
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["folio_seed"] = settings(node.config).seed
+        node.workerinput["folio_session"] = session(node.config).decisions()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -84,14 +85,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             ",".join(format_size(b) for b in s.block_sizes),
             s.mtd, s.fs, s.seed, s.seed),
     ]
-
-
-def rerun_command(item: pytest.Item, *options: str) -> str:
-    """The pytest command line that runs ``item`` again with the run's seed: the test by
-    its file path (so it works from any directory), then ``options``."""
-    test = "::".join([str(item.path), *item.nodeid.split("::")[1:]])
-    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", test, *options,
-                       f"--folio-seed={settings(item.config).seed}"])
 
 
 def _marker_values(metafunc: pytest.Metafunc, name: str, parse: Callable[[object], int],
@@ -146,8 +139,41 @@ def plugin_fixture_in_use(metafunc: pytest.Metafunc, name: str, module: str) -> 
     return bool(defs) and defs[-1].func.__module__ == module
 
 
+def _erasesizes(metafunc: pytest.Metafunc, order: int) -> tuple[int | None, ...]:
+    """The erasesizes a test marked ``folio_erasesizes`` runs at (None: the run's single
+    ``--folio-erasesize``, for tests without the marker)."""
+    marker = metafunc.definition.get_closest_marker("folio_erasesizes")
+    if marker is None or session(metafunc.config).mtd.kind == "path":
+        return (None,)    # real devices have their own geometry
+    s = settings(metafunc.config)
+    if marker.args:
+        try:
+            return parse_erasesizes(",".join(map(str, marker.args)), s.mtd_size)
+        except ValueError as exc:
+            pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+    return s.erasesizes or default_erasesizes(order, s.erasesize, s.mtd_size)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "folio_order" in metafunc.fixturenames:
+    """Every parameter the plugin gives a test, decided here from the session alone.
+
+    ``folio_order`` and ``block_size`` run at the run's (or the marker's) lists. Our
+    ``mtd_device`` and ``filesystem`` run at them too (an :class:`~.params.MTDParam`, a
+    block size: see :mod:`pytest_folio.params`) unless the test already has
+    ``folio_order`` / ``block_size`` (then they follow it), the target is one real device
+    or directory (its own geometry), or the test brings its own fixture.
+    """
+    names = metafunc.fixturenames
+    folio = session(metafunc.config)
+    if ("mtd_device" in names and "folio_order" not in names and folio.mtd.per_size
+            and plugin_fixture_in_use(metafunc, "mtd_device", "pytest_folio.fixtures.mtd")):
+        params = [MTDParam(order, erasesize) for order in target_orders(metafunc)
+                  for erasesize in _erasesizes(metafunc, order)]
+        metafunc.parametrize("mtd_device", params, indirect=True, ids=[p.id for p in params])
+    if ("filesystem" in names and "block_size" not in names and folio.fs.per_size
+            and plugin_fixture_in_use(metafunc, "filesystem", "pytest_folio.fixtures.fs")):
+        parametrize_block_sizes(metafunc, "filesystem")
+    if "folio_order" in names:
         parametrize_orders(metafunc, "folio_order")
-    if "block_size" in metafunc.fixturenames:
+    if "block_size" in names:
         parametrize_block_sizes(metafunc, "block_size")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,7 +34,6 @@ import pytest
 from pytest_folio import progress
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay, mtd_target
-from pytest_folio.model.block2mtd import Block2MTD
 from pytest_folio.mtdtests import (
     MTDParameterError,
     check_bounds,
@@ -60,14 +59,14 @@ from pytest_folio.mtdtests.ops import (
     Layout,
     MTDFsx,
     MTDFsxFailure,
-    can_reopen,
     format_mtdops,
     random_ops,
 )
 from pytest_folio.params import item_params
-from pytest_folio.plugin import rerun_command, settings
+from pytest_folio.session import rerun_command, settings
 from pytest_folio.sizes import format_size
-from pytest_folio.targets.protocols import MTDDevice
+from pytest_folio.targets.mtd import Block2MTD, reference_device
+from pytest_folio.targets.protocols import HasFolioOrder, MTDDevice, Reopenable
 from pytest_folio.targets.spec import TargetError
 
 __all__ = [
@@ -107,9 +106,9 @@ def run_seed(config: pytest.Config) -> int:
 def folio_order_of(dev: MTDDevice, request: pytest.FixtureRequest) -> int | None:
     """The test's folio order, else the device's own ``folio_order``, else None."""
     order = item_params(request.node).folio_order
-    if order is None:
-        order = getattr(dev, "folio_order", None)
-    return None if order is None else int(order)
+    if order is None and isinstance(dev, HasFolioOrder):
+        order = int(dev.folio_order)
+    return order
 
 
 def folio_param(dev: MTDDevice, request: pytest.FixtureRequest) -> dict[str, str]:
@@ -337,10 +336,11 @@ class Block2MTDChecks(_MTDSuite):
 
     @staticmethod
     def _reference(dev: MTDDevice) -> Block2MTD:
-        if not isinstance(dev, Block2MTD):
+        reference = reference_device(dev)
+        if reference is None:
             pytest.skip(f"block2mtd checks need the reference block2mtd "
                         f"(--folio-mtd reference), not {dev.name}")
-        return dev
+        return reference
 
     def test_erase_skips_erased_pages(self, mtd_device: MTDDevice) -> None:
         check_erase_skips_erased_pages(self._reference(mtd_device))
@@ -379,17 +379,15 @@ class MTDFsxSuite(_MTDSuite):
         return Layout.of(dev, None if order is None else PAGE_SIZE << order)
 
     @staticmethod
-    def _reference(request: pytest.FixtureRequest, dev: MTDDevice,
-                   order: int | None) -> MTDDevice | None:
+    def _reference(request: pytest.FixtureRequest, size: int, erasesize: int,
+                   order: int | None) -> AbstractContextManager[MTDDevice] | None:
+        """A device of the ``--folio-mtd-oracle`` at this geometry, or None."""
         oracle = mtd_oracle(request.config)
         if oracle is None:
             return None
-        try:
-            return oracle.open(size=dev.size, erasesize=dev.erasesize,
-                               folio_order=order if order is not None
-                               else settings(request.config).orders[0])
-        except TargetError as exc:
-            pytest.fail(f"--folio-mtd-oracle: {exc}", pytrace=False)
+        return oracle.open(size=size, erasesize=erasesize,
+                           folio_order=order if order is not None
+                           else settings(request.config).orders[0])
 
     def _command(self, request: pytest.FixtureRequest, opener: MTDOpener | None,
                  *extra: str, function: str | None = None, size: int | None = None) -> str:
@@ -426,8 +424,18 @@ class MTDFsxSuite(_MTDSuite):
                      tmp_path: Path) -> None:
         require_destructive(mtd_device, request.config)
         layout = self._layout(mtd_device, request)
-        reference = self._reference(request, mtd_device, folio_order_of(mtd_device, request))
-        fsx = MTDFsx(mtd_device, folio=layout.folio, reference=reference)
+        opening = self._reference(request, mtd_device.size, mtd_device.erasesize,
+                                  folio_order_of(mtd_device, request))
+        with ExitStack() as stack:
+            try:
+                reference = None if opening is None else stack.enter_context(opening)
+            except TargetError as exc:
+                pytest.fail(f"--folio-mtd-oracle: {exc}", pytrace=False)
+            self._run_fsx(request, tmp_path, mtd_device, layout,
+                          MTDFsx(mtd_device, folio=layout.folio, reference=reference))
+
+    def _run_fsx(self, request: pytest.FixtureRequest, tmp_path: Path, mtd_device: MTDDevice,
+                 layout: Layout, fsx: MTDFsx) -> None:
         replay = mtd_replay(request.config)
         try:
             if replay is not None:
@@ -451,9 +459,6 @@ class MTDFsxSuite(_MTDSuite):
             found = failure
         else:
             return
-        finally:
-            if reference is not None:
-                reference.close()
         self._fail(request, found, mtd_device, tmp_path / "mtd-fsx.mtdops", "mtd fsx")
 
     @staticmethod
@@ -478,32 +483,25 @@ class MTDFsxSuite(_MTDSuite):
             opener = None          # one real device, held by this test: no second one
         size = self.machine_size(mtd_device, layout) if opener is not None else layout.size
         order = folio_order_of(mtd_device, request)
-        oracle = mtd_oracle(request.config)
 
-        if opener is not None:
-            def open_device() -> MTDDevice:
+        def open_device() -> AbstractContextManager[MTDDevice]:
+            if opener is not None:
                 return opener.open(size=size)
+            # the test's one device: each example erases it (and reopens it first)
+            if isinstance(mtd_device, Reopenable):
+                mtd_device.reopen()
+            return nullcontext(mtd_device)
 
-            def close_device(dev: MTDDevice) -> None:
-                dev.close()
-        else:   # the test's one device: each example erases it (and reopens it first)
-            def open_device() -> MTDDevice:
-                if can_reopen(mtd_device):
-                    mtd_device.reopen()  # type: ignore[attr-defined]
-                return mtd_device
-
-            close_device = None  # type: ignore[assignment]
-
-        def open_reference() -> MTDDevice:
-            assert oracle is not None
-            return oracle.open(size=size, erasesize=layout.erasesize,
-                               folio_order=order if order is not None
-                               else settings(request.config).orders[0])
+        def open_reference() -> AbstractContextManager[MTDDevice]:
+            opening = self._reference(request, size, layout.erasesize, order)
+            assert opening is not None
+            return opening
 
         try:
             run_mtd_machine(dataclasses.replace(layout, size=size), open_device,
-                            self.mtd_hypothesis_profile, close_device=close_device,
-                            open_reference=open_reference if oracle is not None else None)
+                            self.mtd_hypothesis_profile,
+                            open_reference=(open_reference if mtd_oracle(request.config)
+                                            is not None else None))
             return
         except MTDMachineFailure as failure:
             found = failure

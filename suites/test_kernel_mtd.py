@@ -20,7 +20,7 @@ import pytest
 from pytest_folio.measurement import Measurement
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import mtdtest_erase_good_eraseblocks
-from pytest_folio.plugin import settings
+from pytest_folio.session import settings
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.vm.mtdtests import (

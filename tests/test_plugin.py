@@ -145,10 +145,9 @@ def test_same_collection_under_xdist(pytester: pytest.Pytester) -> None:
      "--folio-mtd-size: the MTD size 1M is not a multiple of the 2M folios of order 9 "
      "(--folio-orders)"),
     (["--folio-fs=reference:memory=5000"],
-     "--folio-fs: reference knob memory: memory '5000' must be a positive multiple of the "
-     "page size (4096)"),
+     "--folio-fs: memory='5000': must be a positive multiple of the page size (4096)"),
     (["--folio-fs=reference:memory=100000T"],
-     "--folio-fs: reference knob memory: cannot reserve 100000T of memory*"),
+     "--folio-fs: memory='100000T': cannot reserve 100000T of memory*"),
 ])
 def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
                                                message: str) -> None:
@@ -219,7 +218,8 @@ def test_a_users_own_target_fixture_is_not_parametrized_behind_its_back(
      "ini key folio_allow_destructive: 'maybe' is not a truth value (use true or false)"),
     ("folio_mtd = bogus", "ini key folio_mtd: unknown target 'bogus'*"),
     ("folio_fs =", "ini key folio_fs: needs a value, not an empty string"),
-    ("folio_fs = reference:features=most", "ini key folio_fs: reference knob features*"),
+    ("folio_fs = reference:features=most",
+     "ini key folio_fs: features='most' is not one of default|full"),
     ("folio_orders = 0,0", "ini key folio_orders: folio order 0 is given twice*"),
     ("folio_erasesize = 48K", "ini key folio_erasesize: erasesize 48K does not divide the "
      "device size 16M (--folio-mtd-size)"),

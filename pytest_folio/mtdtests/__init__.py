@@ -12,7 +12,6 @@ from pytest_folio.mtdtests.common import (
     MTDParameterError,
     MTDTestError,
     is_nand,
-    is_real_device,
     is_writeable,
 )
 from pytest_folio.mtdtests.nand import NAND_TESTS, nand_skip_reason, run_pagetest
@@ -20,6 +19,7 @@ from pytest_folio.mtdtests.read import ReadResult, run_readtest
 from pytest_folio.mtdtests.speed import SpeedResult, format_results, row_names, run_speedtest
 from pytest_folio.mtdtests.stress import StressResult, run_stresstest
 from pytest_folio.mtdtests.torture import TortureResult, run_torturetest
+from pytest_folio.targets.protocols import is_real_device
 
 __all__ = [
     "NAND_REQUIRED",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import random
 
-from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
-from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError, check_data, mtdtest_read
 from pytest_folio.mtdtests.stress import run_stresstest
+from pytest_folio.targets.mtd import APIS, Block2MTD, reference_device, resolve_mtd_target
 
 
 def _dirty_folios(dev: Block2MTD) -> list[int]:
@@ -109,12 +109,14 @@ def check_api_paths_agree(dev: Block2MTD, count: int = 300,
                           seed: int = 1) -> dict[str, dict[str, int]]:
     """The same random operations through the other ``api`` leave the same bytes, in the
     cache and, after sync, on the block device. Returns each api's counter deltas."""
-    order = dev.folio_order
     other_api = next(a for a in APIS if a != dev.api)
-    other = make_reference_block2mtd(size=dev.size, erasesize=dev.erasesize,
-                                     folio_order=order, api=other_api, retry=dev.retry)
+    retry = "on" if dev.retry else "off"
+    target = resolve_mtd_target(f"reference:api={other_api},retry={retry}")
     deltas: dict[str, dict[str, int]] = {}
-    try:
+    with target.open(size=dev.size, erasesize=dev.erasesize,
+                     folio_order=dev.folio_order) as opened:
+        other = reference_device(opened)
+        assert other is not None
         for d in (dev, other):
             before = d.stats.snapshot()
             run_stresstest(d, count=count, seed=seed)
@@ -124,6 +126,4 @@ def check_api_paths_agree(dev: Block2MTD, count: int = 300,
                    other.read(0, dev.size), dev.read(0, dev.size))
         check_data(f"api={other_api} vs api={dev.api}: block device after sync", 0,
                    other.bdev.read_backing(0, dev.size), dev.bdev.read_backing(0, dev.size))
-    finally:
-        other.close()
     return deltas

@@ -15,6 +15,7 @@ from pytest_folio.targets.protocols import (
     MTD_MLCNANDFLASH,
     MTD_NANDFLASH,
     MTD_WRITEABLE,
+    HasBadBlocks,
     MTDDevice,
 )
 
@@ -68,21 +69,11 @@ def is_writeable(dev: MTDDevice) -> bool:
     return bool(dev.flags & MTD_WRITEABLE)
 
 
-def is_real_device(dev: object) -> bool:
-    """True for a target that is real hardware (a /dev/mtdN), where writing destroys data.
-
-    Targets say so with an ``is_real_device`` attribute (the /dev/mtdN target sets it);
-    the reference model and a user's factory do not, so suites may write them freely.
-    """
-    return bool(getattr(dev, "is_real_device", False))
-
-
 def scan_for_bad_eraseblocks(dev: MTDDevice, ebcnt: int) -> list[bool]:
     """mtdtest_scan_for_bad_eraseblocks(): a device without ``block_isbad`` has none."""
-    block_isbad: Callable[[int], bool] | None = getattr(dev, "block_isbad", None)
-    if block_isbad is None:
+    if not isinstance(dev, HasBadBlocks):
         return [False] * ebcnt
-    return [bool(block_isbad(i * dev.erasesize)) for i in range(ebcnt)]
+    return [bool(dev.block_isbad(i * dev.erasesize)) for i in range(ebcnt)]
 
 
 def mtdtest_read(dev: MTDDevice, addr: int, length: int) -> bytes:

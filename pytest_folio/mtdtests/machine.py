@@ -15,6 +15,7 @@ the same way every time, not by luck.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -44,12 +45,14 @@ class MTDMachineFailure(MTDFsxFailure):
     """A failure of the state machine; ``ops`` is the shrunk log."""
 
 
-def mtd_machine(layout: Layout, open_device: Callable[[], MTDDevice], *,
-                close_device: Callable[[MTDDevice], None] | None = None,
-                open_reference: Callable[[], MTDDevice] | None = None
+Opening = Callable[[], AbstractContextManager[MTDDevice]]
+
+
+def mtd_machine(layout: Layout, open_device: Opening, *, open_reference: Opening | None = None
                 ) -> type[RuleBasedStateMachine]:
-    """A machine class over devices ``open_device()`` returns (one per example; the same
-    one each time is fine: every example starts by erasing the whole device)."""
+    """A machine class over the devices ``open_device()`` opens (one per example, closed
+    when it ends; the same one each time is fine: every example starts by erasing the
+    whole device), each checked against one ``open_reference()`` opens, when given."""
     size, esz = layout.size, layout.erasesize
     units = sorted({u for u in (PAGE_SIZE, layout.folio, esz, layout.writesize) if u <= size})
     big = 4 * max(esz, layout.folio)
@@ -69,8 +72,10 @@ def mtd_machine(layout: Layout, open_device: Callable[[], MTDDevice], *,
     class MTDMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.dev = open_device()
-            self.reference = open_reference() if open_reference is not None else None
+            self._devices = ExitStack()
+            self.dev = self._devices.enter_context(open_device())
+            self.reference = (None if open_reference is None
+                              else self._devices.enter_context(open_reference()))
             self.fsx = MTDFsx(self.dev, folio=layout.folio, reference=self.reference)
             self._do(Op("erase", 0, size))
 
@@ -148,16 +153,13 @@ def mtd_machine(layout: Layout, open_device: Callable[[], MTDDevice], *,
             except MTDFsxFailure as failure:
                 raise MTDMachineFailure(failure.summary, failure.ops, None) from None
             finally:
-                if close_device is not None:
-                    close_device(self.dev)
-                if self.reference is not None:
-                    self.reference.close()
+                self._devices.close()
 
     return MTDMachine
 
 
-def run_mtd_machine(layout: Layout, open_device: Callable[[], MTDDevice],
-                    profile: str = QUICK, **kwargs: Any) -> None:
+def run_mtd_machine(layout: Layout, open_device: Opening, profile: str = QUICK,
+                    **kwargs: Any) -> None:
     """Run the machine under a registered profile (``mtd-quick``, ``mtd-thorough`` or your
     own); raises :class:`MTDMachineFailure` with the shrunk log."""
     run_state_machine_as_test(mtd_machine(layout, open_device, **kwargs),

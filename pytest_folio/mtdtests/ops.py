@@ -29,7 +29,7 @@ from typing import Protocol
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError, first_difference, is_nand, is_writeable
 from pytest_folio.mtdtests.oracle import OK, FlashOracle, Outcome
-from pytest_folio.targets.protocols import MTD_RAM, MTDDevice
+from pytest_folio.targets.protocols import MTD_RAM, MTDDevice, Reopenable
 
 KINDS = ("read", "write", "erase", "sync", "reopen")
 # how a write's data is made: random bytes, all 0xFF, all 0x00, what is there already,
@@ -211,16 +211,12 @@ class Layout:
     def of(cls, dev: MTDDevice, folio: int | None) -> Layout:
         return cls(size=dev.size, erasesize=dev.erasesize, writesize=max(1, dev.writesize),
                    folio=folio or 4 * PAGE_SIZE, nand=is_nand(dev),
-                   clear_only=dev.type != MTD_RAM, can_reopen=can_reopen(dev))
+                   clear_only=dev.type != MTD_RAM,
+                   can_reopen=isinstance(dev, Reopenable))
 
     @property
     def ebcnt(self) -> int:
         return self.size // self.erasesize
-
-
-def can_reopen(dev: object) -> bool:
-    """Whether the device can be closed and opened again (the optional ``reopen()``)."""
-    return callable(getattr(dev, "reopen", None))
 
 
 def apply(dev: MTDDevice, op: Op, data: bytes) -> Outcome:
@@ -234,8 +230,9 @@ def apply(dev: MTDDevice, op: Op, data: bytes) -> Outcome:
             dev.erase(op.offset, op.length)
         elif op.kind == "sync":
             dev.sync()
-        else:
-            dev.reopen()  # type: ignore[attr-defined]
+        else:   # step() lets a reopen through only to a device that has one
+            assert isinstance(dev, Reopenable)
+            dev.reopen()
     except OSError as exc:
         return Outcome(error=exc.errno if exc.errno is not None else -1)
     return OK

@@ -19,7 +19,7 @@ from pytest_folio.mtdtests.common import (
     mtdtest_read,
     scan_for_bad_eraseblocks,
 )
-from pytest_folio.targets.protocols import MTDDevice
+from pytest_folio.targets.protocols import HasOOB, MTDDevice
 
 
 @dataclasses.dataclass
@@ -38,7 +38,7 @@ def run_readtest(dev: MTDDevice, count: int = 0,
     say(geo.describe())
     ebcnt = geo.ebcnt if count <= 0 else min(count, geo.ebcnt)
     bbt = scan_for_bad_eraseblocks(dev, geo.ebcnt)
-    read_oob: Callable[[int, int], bytes] | None = getattr(dev, "read_oob", None)
+    read_oob = dev.read_oob if isinstance(dev, HasOOB) else None
     result = ReadResult(pages=0, eraseblocks=0, oob_pages=0)
     if geo.oobsize and read_oob is None:
         result.oob_skipped = "the device has no read_oob()"

@@ -29,7 +29,7 @@ from pytest_folio.mtdtests.common import (
     scan_for_bad_eraseblocks,
 )
 from pytest_folio.sizes import format_kib
-from pytest_folio.targets.protocols import MTDDevice
+from pytest_folio.targets.protocols import HasStats, MTDDevice, Snapshot
 
 SUITE = "mtd_speedtest"
 MULTIBLOCK_ERASE_BLOCKS = (2, 4, 8, 16, 32, 64)
@@ -87,11 +87,9 @@ def row_names(geo: Geometry) -> list[str]:
 
 
 def _stats_snapshot(dev: MTDDevice) -> dict[str, int] | None:
-    stats = getattr(dev, "stats", None)
-    snapshot = getattr(stats, "snapshot", None)
-    if snapshot is None:
+    if not isinstance(dev, HasStats) or not isinstance(dev.stats, Snapshot):
         return None
-    return {k: int(v) for k, v in snapshot().items() if isinstance(v, int)}
+    return {k: int(v) for k, v in dev.stats.snapshot().items() if isinstance(v, int)}
 
 
 class _Recorder:

@@ -1,153 +1,111 @@
 """``--folio-mtd``: turn the user's spec into MTD devices for the suites.
 
 ``reference[:api=folio|page,retry=on|off]`` is the bundled block2mtd at the test's folio
-order; a path is a real ``/dev/mtdN``; ``package.module:factory`` and entry-point names
-are the user's own devices. The spec is resolved once per run (bad input raises
-:class:`~.spec.TargetError`, which the plugin turns into a usage error); every test then
-opens a fresh device from the resolved :class:`MTDTarget`.
+order; a path is a real ``/dev/mtdN`` (a size map, ``4K=/dev/mtd0,16K=/dev/mtd1``, one per
+folio size); ``package.module:factory`` and entry-point names are the user's own devices.
+The spec is resolved once per run (bad input raises :class:`~.spec.TargetError`, which the
+plugin turns into a usage error); every test then opens a fresh device from the resolved
+:class:`MTDTarget`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
 from pytest_folio.sizes import format_size
+from pytest_folio.targets.base import Knob, Target
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
-from pytest_folio.targets.spec import (
-    TargetError,
-    TargetSpec,
-    parse_size_map,
-    parse_target_spec,
-)
+from pytest_folio.targets.spec import TargetError, parse_target_spec
+
+__all__ = ["APIS", "Block2MTD", "MTDTarget", "reference_device", "resolve_mtd_oracle",
+           "resolve_mtd_target"]
 
 OPTION = "--folio-mtd"
-
-# knob -> accepted values; the first is the default.
-REFERENCE_KNOBS: dict[str, tuple[str, ...]] = {
-    "api": ("folio", "page"),
-    "retry": ("on", "off"),
-}
+ORACLE_OPTION = "--folio-mtd-oracle"
 
 
-def _valid_knobs() -> str:
-    return ", ".join(f"{k}={'|'.join(v)}" for k, v in REFERENCE_KNOBS.items())
-
-
-def check_reference_knobs(knobs: dict[str, str], option: str = OPTION) -> dict[str, str]:
-    """Every knob known and every value allowed; returns all knobs with defaults filled."""
-    for knob, value in knobs.items():
-        if knob not in REFERENCE_KNOBS:
-            raise TargetError(f"{option}: unknown knob {knob!r} for the reference device; "
-                              f"valid knobs: {_valid_knobs()}")
-        if value not in REFERENCE_KNOBS[knob]:
-            raise TargetError(f"{option}: {knob}={value!r} is not one of "
-                              f"{'|'.join(REFERENCE_KNOBS[knob])}")
-    return {knob: knobs.get(knob, values[0]) for knob, values in REFERENCE_KNOBS.items()}
-
-
-@dataclasses.dataclass(frozen=True)
-class MTDTarget:
+class MTDTarget(Target[MTDDevice]):
     """A resolved ``--folio-mtd``: what to open for each test, and how to name it."""
 
-    spec: TargetSpec
-    knobs: dict[str, str] = dataclasses.field(default_factory=dict)
-    # ``4K=/dev/mtd0,16K=/dev/mtd1``: a real device per folio order (the VM's block2mtd
-    # on disks of those logical block sizes); empty for a single device
-    devices: dict[int, Path] = dataclasses.field(default_factory=dict)
+    option = OPTION
+    protocol = MTDDevice
+    what = "an MTD device"
+    reference = "device"
+    path_noun = "device"
+    size_name = "folios"
+    KNOBS: ClassVar[tuple[Knob, ...]] = (
+        Knob("api", APIS, APIS[0]),
+        Knob("retry", ("on", "off"), "on", parse=lambda value: value == "on"),
+    )
 
-    @property
-    def kind(self) -> str:
-        return self.spec.kind
-
-    @property
-    def label(self) -> str:
-        """The target as reports and saved timings name it (knobs spelled out)."""
-        if self.kind == "reference":
-            return "reference:" + ",".join(f"{k}={v}" for k, v in self.knobs.items())
-        return self.spec.text
-
+    @contextmanager
     def open(self, *, size: int, erasesize: int, folio_order: int,
-             allow_destructive: bool = False, readonly: bool = False) -> MTDDevice:
-        """A fresh device for one test; the caller closes it.
+             allow_destructive: bool = False, readonly: bool = False) -> Iterator[MTDDevice]:
+        """A fresh device for one test, closed afterwards (a reference device also gives
+        its memory back then, not at the next cycle collection).
 
         ``readonly=True`` asks for a device without MTD_WRITEABLE: the reference makes one
         on a read-only block device, a factory is called with ``readonly=True`` (one that
         does not take it raises NotImplementedError here), a real device has its own.
         """
+        folio = PAGE_SIZE << folio_order
         if self.kind == "reference":
-            from pytest_folio.model.block2mtd import make_reference_block2mtd
-
             try:
-                return make_reference_block2mtd(
-                    size=size, erasesize=erasesize, folio_order=folio_order,
-                    api=self.knobs["api"], retry=self.knobs["retry"] == "on",
-                    read_only=readonly)
+                ref = make_reference_block2mtd(size=size, erasesize=erasesize,
+                                               folio_order=folio_order, read_only=readonly,
+                                               **self.options)
             except ValueError as exc:  # a geometry this folio size cannot have
-                raise TargetError(f"{OPTION} {self.label} at "
-                                  f"{format_size(PAGE_SIZE << folio_order)} folios: "
+                raise TargetError(f"{OPTION} {self.label} at {format_size(folio)} folios: "
                                   f"{exc}") from None
+            try:
+                yield ref
+            finally:
+                ref.close()
+                ref.bdev.release()
+            return
         if self.kind == "path":
-            path = self.spec.path if not self.devices else self.devices.get(folio_order)
-            if path is None:
-                raise TargetError(f"{OPTION} {self.label}: no device at "
-                                  f"{format_size(PAGE_SIZE << folio_order)} folios")
-            return open_mtd_char(path, allow_destructive=allow_destructive, exclusive=True)
-        assert self.spec.factory is not None
-        extra = {"readonly": True} if readonly else {}
-        return call_factory(self.spec.factory, self.spec.text, size=size,
-                            erasesize=erasesize, folio_order=folio_order, **extra)
+            device: MTDDevice = open_mtd_char(self.path_at(folio),
+                                              allow_destructive=allow_destructive,
+                                              exclusive=True)
+        else:
+            extra = {"readonly": True} if readonly else {}
+            device = self.call_factory(size=size, erasesize=erasesize,
+                                       folio_order=folio_order, **extra)
+        try:
+            yield device
+        finally:
+            device.close()
+
+    @classmethod
+    def check_path_at(cls, size: int | None, path: Path, option: str) -> None:
+        """A real device is opened (read-only) and closed here, so a wrong path, a device
+        in use or a missing driver stop the run before any test starts."""
+        if size is not None and (size < PAGE_SIZE or size & (size - 1)):
+            raise TargetError(f"{option}: {format_size(size)} is not a folio size "
+                              f"(a power of two from {format_size(PAGE_SIZE)})")
+        open_mtd_char(path).close()
 
 
-def call_factory(factory: Any, name: str, **kwargs: Any) -> MTDDevice:
-    """Call the user's factory with the keyword arguments it accepts (all of them when it
-    takes ``**kwargs``), and check that it returned something shaped like an MTDDevice.
-    ``readonly``, when given, must be accepted: NotImplementedError otherwise."""
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature: pass everything
-        params = None
-    if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
-        accepted = {p.name for p in params}
-        if "readonly" in kwargs and "readonly" not in accepted:
-            raise NotImplementedError(f"{name} takes no readonly= argument")
-        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
-    device = factory(**kwargs)
-    if not isinstance(device, MTDDevice):
-        missing = [attr for attr in ("name", "type", "flags", "size", "erasesize", "writesize",
-                                     "oobsize", "read", "write", "erase", "sync", "close")
-                   if not hasattr(device, attr)]
-        raise TargetError(f"{OPTION}: {name} returned {type(device).__name__}, not an MTD "
-                          f"device (missing: {', '.join(missing)})")
-    return device
+def resolve_mtd_target(text: str, option: str = OPTION, kind: str | None = None) -> MTDTarget:
+    """Parse and check ``--folio-mtd`` once per run."""
+    return MTDTarget.resolve(text, option, kind)
 
 
-def resolve_mtd_target(text: str, option: str = OPTION) -> MTDTarget:
-    """Parse and check ``--folio-mtd`` once per run (``option`` names where the text came
-    from in messages: the option, or its ini key).
+def resolve_mtd_oracle(text: str, option: str = ORACLE_OPTION) -> MTDTarget:
+    """``--folio-mtd-oracle``: the reference only (``reference[:knob=value,...]``)."""
+    if parse_target_spec(text, option).kind != "reference":
+        raise TargetError(f"{option}: {text!r}: the MTD oracle is the reference "
+                          "(reference[:knob=value,...])")
+    return resolve_mtd_target(text, option)
 
-    A real device is opened (read-only) and closed here, so a wrong path, a device in use
-    or a missing driver stop the run before any test starts.
-    """
-    per_size = parse_size_map(text, option)
-    if per_size is not None:
-        devices = {}
-        for folio_size, path in per_size.items():
-            if folio_size < PAGE_SIZE or folio_size & (folio_size - 1):
-                raise TargetError(f"{option}: {format_size(folio_size)} is not a folio size "
-                                  f"(a power of two from {format_size(PAGE_SIZE)})")
-            open_mtd_char(path).close()
-            devices[(folio_size // PAGE_SIZE).bit_length() - 1] = path
-        return MTDTarget(TargetSpec("path", text.strip(), path=devices[min(devices)]),
-                         devices=devices)
-    spec = parse_target_spec(text, option)
-    if spec.kind == "reference":
-        return MTDTarget(spec, check_reference_knobs(spec.knobs, option))
-    if spec.kind == "path":
-        assert spec.path is not None
-        open_mtd_char(spec.path).close()
-    return MTDTarget(spec)
+
+def reference_device(dev: object) -> Block2MTD | None:
+    """``dev`` as the reference block2mtd when it is one, else None: the checks that look
+    inside its page cache run on it alone."""
+    return dev if isinstance(dev, Block2MTD) else None

@@ -1,13 +1,16 @@
-"""What a suite runs against: the MTD device and file-system protocols of SPEC section 4.
+"""What a suite runs against: the MTD device and file-system protocols of SPEC section 4,
+and the optional capabilities a target may add to them.
 
-Targets wrap the reference model or the kernel; suites only use these protocols.
-Errors are ``OSError`` with an errno: EINVAL out of range, EROFS not writeable,
-EOPNOTSUPP unsupported.
+Targets wrap the reference model or the kernel; suites only use these protocols, and ask
+for a capability with ``isinstance`` (every protocol here is runtime-checkable), never by
+probing attribute names. Errors are ``OSError`` with an errno: EINVAL out of range, EROFS
+not writeable, EOPNOTSUPP unsupported.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from pytest_folio.uapi import (  # noqa: F401  (re-exported: the protocol's vocabulary)
@@ -81,3 +84,87 @@ class FileSystem(Protocol):
     def rename(self, src: str, dst: str) -> None: ...
     def listdir(self, path: str) -> list[str]: ...
     def stat(self, path: str) -> os.stat_result: ...
+
+
+# Optional capabilities: a device or file system has them or not; suites ask with
+# isinstance(obj, Capability) and use them only when it is one.
+
+
+@runtime_checkable
+class Snapshot(Protocol):
+    """Counters that can be read at once (the model's ``Stats``)."""
+
+    def snapshot(self) -> Mapping[str, int]: ...
+
+
+@runtime_checkable
+class HasStats(Protocol):
+    """``stats``: counters the suites record beside times (their deltas per section)."""
+
+    stats: Snapshot
+
+
+@runtime_checkable
+class RealDevice(Protocol):
+    """``is_real_device``: True on real hardware (``/dev/mtdN``), where writing destroys
+    data, so suites that write need ``--folio-allow-destructive``."""
+
+    is_real_device: bool
+
+
+@runtime_checkable
+class HasBadBlocks(Protocol):
+    """``block_isbad(offset)``: NAND's bad-block table (mtd_block_isbad)."""
+
+    def block_isbad(self, offset: int) -> bool: ...
+
+
+@runtime_checkable
+class HasOOB(Protocol):
+    """``read_oob(offset, length)``: the out-of-band bytes of the pages at ``offset``."""
+
+    def read_oob(self, offset: int, length: int) -> bytes: ...
+
+
+@runtime_checkable
+class HasFolioOrder(Protocol):
+    """``folio_order``: the device's own folio order, when the test has none."""
+
+    folio_order: int
+
+
+@runtime_checkable
+class Reopenable(Protocol):
+    """``reopen()``: close and open the device again, as a module reload or a new open of
+    the node would (what was synced must still be there)."""
+
+    def reopen(self) -> None: ...
+
+
+@runtime_checkable
+class Unmountable(Protocol):
+    """``umount()``: called after each test on a factory's file system."""
+
+    def umount(self) -> None: ...
+
+
+def is_real_device(dev: object) -> bool:
+    """Whether ``dev`` says it is real hardware (the reference and factories do not)."""
+    return isinstance(dev, RealDevice) and bool(dev.is_real_device)
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The attributes and calls ``protocol`` declares (its own and its bases')."""
+    names: dict[str, None] = {}
+    for base in reversed(protocol.__mro__):
+        if base in (object, Protocol) or not getattr(base, "_is_protocol", False):
+            continue
+        names.update(dict.fromkeys(getattr(base, "__annotations__", {})))
+        names.update(dict.fromkeys(name for name, value in vars(base).items()
+                                   if callable(value) and not name.startswith("_")))
+    return tuple(names)
+
+
+def missing_members(obj: object, protocol: type) -> list[str]:
+    """What ``obj`` lacks of ``protocol`` (empty when it has everything)."""
+    return [name for name in protocol_members(protocol) if not hasattr(obj, name)]

@@ -81,13 +81,19 @@ def _exists(text: str) -> bool:
         return False
 
 
-def parse_target_spec(text: str, option: str) -> TargetSpec:
-    """Classify ``text``; raise TargetError naming the accepted forms when it fits none."""
+def parse_target_spec(text: str, option: str, kind: str | None = None) -> TargetSpec:
+    """Classify ``text``; raise TargetError naming the accepted forms when it fits none.
+
+    ``kind``, when given, is the classification already made (by the xdist controller):
+    it is taken as it is, so every worker reads the spec the same way even where a path
+    the controller saw does not exist.
+    """
     text = text.strip()
     head, _, tail = text.partition(":")
-    if head == "reference":
+    if kind == "reference" or (kind is None and head == "reference"):
         return TargetSpec("reference", text, knobs=parse_knobs(tail, option))
-    if text.startswith(("/", ".", "~")) or _exists(text):
+    if kind == "path" or (kind is None and (text.startswith(("/", ".", "~"))
+                                            or _exists(text))):
         try:
             path = Path(text).expanduser()
         except RuntimeError as exc:  # ~nosuchuser/x

@@ -26,7 +26,7 @@ def test_differential_mode_is_off_without_an_oracle(pytester: pytest.Pytester) -
 @pytest.mark.parametrize(("oracle", "message"), [
     ("os:getcwd", "--folio-fs-oracle: 'os:getcwd': the oracle is reference or a directory"),
     ("/no/such/dir", "--folio-fs-oracle: /no/such/dir does not exist"),
-    ("reference:colour=red", "--folio-fs-oracle: unknown reference knob 'colour'"),
+    ("reference:colour=red", "--folio-fs-oracle: unknown knob 'colour' for the reference"),
 ])
 def test_a_bad_oracle_is_a_usage_error(pytester: pytest.Pytester, oracle: str,
                                        message: str) -> None:

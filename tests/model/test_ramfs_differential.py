@@ -103,10 +103,10 @@ def test_reference_matches_the_kernel_fs_at_each_block_size(
     block size (``--folio-fs=4K=DIR,16K=DIR,...``: ``python -m pytest_folio vm --fs=xfs``
     makes one per ``--folio-block-sizes`` size, above the page size included)."""
     target = fs_target(request.config)
-    if not target.directories:
+    if not target.paths:
         pytest.skip("needs a kernel file system per block size: --folio-fs=4K=DIR,16K=DIR,..."
                     " (python -m pytest_folio vm --fs=xfs)")
-    with target.mount(block_size) as real:
+    with target.open(block_size) as real:
         assert real.blocksize == block_size
         features = "full" if "collapse_range" in real.features else "default"
         reference = Ramfs(blocksize=block_size, features=features, memory=64 << 20)

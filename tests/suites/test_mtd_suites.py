@@ -140,9 +140,8 @@ def user_device(spec, request):
     opener = MTDOpener(resolve_mtd_target(spec), {SIZE}, param.erasesize or {ERASESIZE},
                        param.folio_order, False, several_erasesizes=param.erasesize is not None)
     request.node.stash[MTD_OPENER_KEY] = opener
-    dev = opener.open()
-    yield dev
-    dev.close()
+    with opener.open() as dev:
+        yield dev
 """
 
 Outcomes = dict[str, dict[str, str]]

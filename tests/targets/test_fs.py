@@ -18,19 +18,22 @@ QUICK = ("-p", "no:hypothesispytest")
 
 def test_reference_knobs() -> None:
     target = resolve_fs_target("reference:features=full,memory=64M")
-    assert target.kind == "reference" and target.per_block_size
-    assert target.ramfs_options == {"features": "full", "memory": 64 << 20}
-    assert resolve_fs_target("reference").ramfs_options == {}
-    with target.mount(16384) as fs:
+    assert target.kind == "reference" and target.per_size
+    assert target.options == {"features": "full", "memory": 64 << 20}
+    assert target.label == "reference:features=full,memory=64M"
+    assert resolve_fs_target("reference").options == {}
+    assert resolve_fs_target("reference").label == "reference"
+    with target.open(16384) as fs:
         assert isinstance(fs, Ramfs)
         assert (fs.blocksize, fs.memory.size) == (16384, 64 << 20)
         assert "collapse_range" in fs.features
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ("reference:features=most", "features must be one of default, full, not 'most'"),
-    ("reference:colour=red", "unknown reference knob 'colour' (known: features, memory)"),
-    ("reference:memory=lots", "reference knob memory: not a size"),
+    ("reference:features=most", "features='most' is not one of default|full"),
+    ("reference:colour=red", "unknown knob 'colour' for the reference file system; "
+                             "valid knobs: features=default|full, memory=SIZE"),
+    ("reference:memory=lots", "memory='lots': not a size"),
     ("reference:features", "is not of the form name=value"),
     ("/no/such/dir", "/no/such/dir does not exist"),
     ("no_such_module_xyz:factory", "cannot import factory"),
@@ -56,8 +59,8 @@ def test_entry_point_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spec_module, "registered_targets",
                         lambda: {"vendorfs": EntryPoint(), "brokenfs": Broken()})
     target = resolve_fs_target("vendorfs")
-    assert target.kind == "factory" and target.per_block_size
-    with target.mount(65536) as fs:
+    assert target.kind == "factory" and target.per_size
+    with target.open(65536) as fs:
         assert isinstance(fs, Ramfs) and fs.blocksize == 65536
     with pytest.raises(TargetError, match="cannot load registered target 'brokenfs'"):
         resolve_fs_target("brokenfs")
@@ -73,8 +76,8 @@ def test_a_file_is_not_a_directory(tmp_path: Path) -> None:
 
 def test_directory_target_resolves(tmp_path: Path) -> None:
     target = resolve_fs_target(str(tmp_path))
-    assert target.kind == "path" and not target.per_block_size
-    with target.mount(None) as fs:
+    assert target.kind == "path" and not target.per_size
+    with target.open(None) as fs:
         root = fs.root  # type: ignore[attr-defined]
         assert Path(root).parent == tmp_path
     assert list(tmp_path.iterdir()) == []
@@ -84,7 +87,7 @@ def test_bad_spec_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest(*QUICK, "--folio-fs", "reference:features=most")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --folio-fs: reference knob features: *"])
+    result.stderr.fnmatch_lines(["ERROR: --folio-fs: features='most' is not one of *"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -159,5 +162,5 @@ def test_factory_returning_junk_fails_in_one_line(pytester: pytest.Pytester) -> 
                                 "--folio-block-sizes", "4k")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*--folio-fs myfs:not_a_filesystem: the factory returned "
+        ["*--folio-fs: myfs:not_a_filesystem returned "
          "object, not a FileSystem (missing: blocksize, features, open, *"])

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_folio.model.block2mtd import Block2MTD
-from pytest_folio.targets.mtd import call_factory, check_reference_knobs, resolve_mtd_target
-from pytest_folio.targets.spec import TargetError
+from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_target
+from pytest_folio.targets.spec import TargetError, TargetSpec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own_mtd"
 
@@ -22,16 +22,19 @@ def test_reference_knobs_get_defaults_and_a_label() -> None:
     assert target.label == "reference:api=folio,retry=on"
     target = resolve_mtd_target("reference:retry=off,api=page")
     assert target.label == "reference:api=page,retry=off"
-    assert check_reference_knobs({"api": "page"}) == {"api": "page", "retry": "on"}
+    assert target.options == {"api": "page", "retry": False}
+    assert resolve_mtd_target("reference:api=page").knobs == {"api": "page", "retry": "on"}
 
 
 def test_reference_opens_block2mtd_at_the_order_with_the_knobs() -> None:
-    dev = resolve_mtd_target("reference:api=page,retry=off").open(
-        size=1 << 20, erasesize=64 << 10, folio_order=3)
-    assert isinstance(dev, Block2MTD)
-    assert (dev.api, dev.retry, dev.size, dev.erasesize) == ("page", False, 1 << 20, 64 << 10)
-    assert dev.mapping.mapping_min_folio_order() == 3
-    dev.close()
+    with resolve_mtd_target("reference:api=page,retry=off").open(
+            size=1 << 20, erasesize=64 << 10, folio_order=3) as dev:
+        assert isinstance(dev, Block2MTD)
+        assert (dev.api, dev.retry, dev.size, dev.erasesize) == (
+            "page", False, 1 << 20, 64 << 10)
+        assert dev.mapping.mapping_min_folio_order() == 3
+
+
 
 
 @pytest.fixture
@@ -44,8 +47,15 @@ def nor(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_factory_spec_calls_the_users_function(nor: Any) -> None:
     target = resolve_mtd_target("nor_flash:factory")
     assert (target.kind, target.label) == ("factory", "nor_flash:factory")
-    dev = target.open(size=1 << 20, erasesize=64 << 10, folio_order=2)
-    assert isinstance(dev, nor.NorFlash) and dev.erasesize == 64 << 10
+    with target.open(size=1 << 20, erasesize=64 << 10, folio_order=2) as dev:
+        assert isinstance(dev, nor.NorFlash) and dev.erasesize == 64 << 10
+
+
+def test_a_factorys_device_is_closed_when_its_block_ends(nor: Any) -> None:
+    with resolve_mtd_target("nor_flash:factory").open(
+            size=1 << 20, erasesize=64 << 10, folio_order=0) as dev:
+        assert len(dev.cells) == 1 << 20
+    assert dev.cells == bytearray()      # NorFlash.close() drops its cells
 
 
 def test_factory_gets_only_the_keywords_it_takes(nor: Any) -> None:
@@ -55,13 +65,15 @@ def test_factory_gets_only_the_keywords_it_takes(nor: Any) -> None:
         seen.append(size)
         return nor.NorFlash(size, 4096)
 
-    dev = call_factory(sized, "mod:sized", size=8192, erasesize=4096, folio_order=1)
+    target = MTDTarget(TargetSpec("factory", "mod:sized", factory=sized))
+    dev = target.call_factory(size=8192, erasesize=4096, folio_order=1)
     assert seen == [8192] and dev.size == 8192
 
 
 def test_factory_returning_something_else_is_a_one_line_error() -> None:
+    target = MTDTarget(TargetSpec("factory", "mod:broken", factory=lambda **kw: object()))
     with pytest.raises(TargetError) as info:
-        call_factory(lambda **kw: object(), "mod:broken", size=1)
+        target.call_factory(size=1)
     assert str(info.value) == (
         "--folio-mtd: mod:broken returned object, not an MTD device (missing: name, type, "
         "flags, size, erasesize, writesize, oobsize, read, write, erase, sync, close)")
@@ -76,7 +88,7 @@ def test_an_entry_point_name_resolves_to_its_factory(
     monkeypatch.syspath_prepend(str(tmp_path))
     target = resolve_mtd_target("nor")
     assert (target.kind, target.label) == ("factory", "nor")
-    dev = target.open(size=1 << 20, erasesize=64 << 10, folio_order=0)
-    assert isinstance(dev, nor.NorFlash)
+    with target.open(size=1 << 20, erasesize=64 << 10, folio_order=0) as dev:
+        assert isinstance(dev, nor.NorFlash)
     with pytest.raises(TargetError, match=r"unknown target 'nur'.*\(nor\)$"):
         resolve_mtd_target("nur")

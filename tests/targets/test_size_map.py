@@ -37,21 +37,22 @@ def test_mtd_map_needs_folio_sizes() -> None:
 
 def test_mtd_map_without_a_device_at_this_order_is_an_error() -> None:
     target = MTDTarget(TargetSpec("path", "4K=/dev/mtd0", path=Path("/dev/mtd0")),
-                       devices={0: Path("/dev/mtd0")})
-    with pytest.raises(TargetError, match=r"4K=/dev/mtd0: no device at 16K folios"):
-        target.open(size=1 << 20, erasesize=1 << 17, folio_order=2)
+                       paths={4096: Path("/dev/mtd0")})
+    with (pytest.raises(TargetError, match=r"4K=/dev/mtd0: no device at 16K folios"),
+          target.open(size=1 << 20, erasesize=1 << 17, folio_order=2)):
+        pass
 
 
 def test_fs_map_mounts_the_directory_of_each_block_size(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     target = resolve_fs_target(f"4K={tmp_path / 'a'},16K={tmp_path / 'b'}")
-    assert target.per_block_size
-    with target.mount(16384) as fs:
+    assert target.per_size
+    with target.open(16384) as fs:
         fd = fs.open("f", 0o102)  # O_RDWR | O_CREAT
         fs.close(fd)
     assert [p.name for p in (tmp_path / "b").iterdir()] == []  # its scratch dir is gone
-    with pytest.raises(TargetError, match="no directory at 64K blocks"), target.mount(65536):
+    with pytest.raises(TargetError, match="no directory at 64K blocks"), target.open(65536):
         pass
 
 

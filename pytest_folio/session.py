@@ -1,0 +1,120 @@
+"""The run's decisions, made once: settings, targets and replayed logs.
+
+:class:`FolioSession` is what every fixture and suite reads (through :func:`session`):
+the parsed options, the resolved ``--folio-mtd`` / ``--folio-fs`` targets and their
+oracles, and the ``--folio-mtd-replay`` / ``--folio-fsx-replay`` logs. The plugin builds it
+in ``pytest_configure``; under xdist the controller resolves it and hands every worker
+its decisions (:meth:`FolioSession.decisions`: how each spec was classified, the logs'
+text), so workers read the specs and logs exactly as the controller did without probing
+paths or files again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
+from pytest_folio.mtdtests.ops import MTDLog, MTDOpsError, parse_mtdops
+from pytest_folio.options import FolioSettings
+from pytest_folio.targets.fs import FsTarget, resolve_fs_oracle, resolve_fs_target
+from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_oracle, resolve_mtd_target
+from pytest_folio.targets.spec import TargetError
+
+SESSION_KEY = pytest.StashKey["FolioSession"]()
+
+
+def _read(path: Path, error: type[ValueError]) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {path}: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class FolioSession:
+    """The run's settings and everything resolved from them, the same on every worker."""
+
+    settings: FolioSettings
+    mtd: MTDTarget
+    fs: FsTarget
+    mtd_oracle: MTDTarget | None = None
+    fs_oracle: FsTarget | None = None
+    mtd_replay: tuple[str, MTDLog] | None = None           # the log's path, its operations
+    fsx_replay: tuple[Path, list[LogEntry]] | None = None
+    # the primitive form handed to xdist workers (see decisions())
+    _texts: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+
+    @classmethod
+    def resolve(cls, s: FolioSettings, decided: dict[str, Any] | None = None) -> FolioSession:
+        """Resolve the targets and read the logs of ``s``; a bad spec or log is a
+        :class:`pytest.UsageError` of one line. ``decided`` is the controller's
+        :meth:`decisions`, on an xdist worker."""
+        given = decided or {}
+        kinds: dict[str, str] = given.get("kinds", {})
+        texts: dict[str, str] = dict(given.get("texts", {}))
+        try:
+            mtd = resolve_mtd_target(s.mtd, s.source("--folio-mtd"), kinds.get("mtd"))
+            fs = resolve_fs_target(s.fs, s.source("--folio-fs"), kinds.get("fs"))
+            mtd_oracle = (None if s.mtd_oracle is None else
+                          resolve_mtd_oracle(s.mtd_oracle, s.source("--folio-mtd-oracle")))
+            fs_oracle = (None if s.fs_oracle is None else
+                         resolve_fs_oracle(s.fs_oracle, s.source("--folio-fs-oracle"),
+                                           kinds.get("fs_oracle")))
+        except TargetError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        mtd_replay = fsx_replay = None
+        try:
+            if s.mtd_replay is not None:
+                text = texts.get("mtd_replay") or _read(s.mtd_replay, MTDOpsError)
+                texts["mtd_replay"] = text
+                mtd_replay = (str(s.mtd_replay), parse_mtdops(text))
+        except MTDOpsError as exc:
+            raise pytest.UsageError(f"{s.source('--folio-mtd-replay')}: {exc}") from None
+        try:
+            if s.fsx_replay is not None:
+                text = texts.get("fsx_replay") or _read(s.fsx_replay, FsxopsError)
+                texts["fsx_replay"] = text
+                fsx_replay = (s.fsx_replay.resolve(), parse_fsxops(text, str(s.fsx_replay)))
+        except FsxopsError as exc:
+            raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
+        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, texts)
+
+    def decisions(self) -> dict[str, Any]:
+        """What a worker needs to resolve the same session: primitive data only."""
+        kinds = {"mtd": self.mtd.kind, "fs": self.fs.kind}
+        if self.fs_oracle is not None:
+            kinds["fs_oracle"] = self.fs_oracle.kind
+        return {"kinds": kinds, "texts": dict(self._texts)}
+
+    def target_label(self, fixturenames: object) -> str:
+        """How a test's measurements name its target: the ``--folio-mtd`` target's label
+        when it uses ``mtd_device``, else the ``--folio-fs`` one's for ``filesystem``."""
+        names = fixturenames if isinstance(fixturenames, (list, tuple)) else ()
+        if "mtd_device" in names:
+            return self.mtd.label
+        if "filesystem" in names:
+            return self.fs.label
+        return ""
+
+
+def session(config: pytest.Config) -> FolioSession:
+    """The run's session (built by the plugin's ``pytest_configure``)."""
+    return config.stash[SESSION_KEY]
+
+
+def settings(config: pytest.Config) -> FolioSettings:
+    """The run's parsed options (decided once, on the controller)."""
+    return session(config).settings
+
+
+def rerun_command(item: pytest.Item, *options: str) -> str:
+    """The pytest command line that runs ``item`` again with the run's seed: the test by
+    its file path (so it works from any directory), then ``options``."""
+    test = "::".join([str(item.path), *item.nodeid.split("::")[1:]])
+    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", test, *options,
+                       f"--folio-seed={settings(item.config).seed}"])

@@ -1,0 +1,173 @@
+"""The one shape of a target: what ``--folio-mtd`` and ``--folio-fs`` resolve to.
+
+Every target has a ``kind`` (``reference``, ``path`` or ``factory``), a ``label`` (how
+reports and saved runs name it), the reference's knobs checked against one kind of table
+(:class:`Knob`), a real device or directory per size when the spec is a size map
+(``4K=/dev/mtd0,16K=/dev/mtd1``), and one way to call a user's factory: with the keyword
+arguments it takes, its result checked against the target's protocol. Each kind of
+target adds ``open(...)``: a context manager that hands out a fresh device or file system
+for one test parameter and tears it down afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+from pytest_folio.sizes import format_size
+from pytest_folio.targets.protocols import missing_members
+from pytest_folio.targets.spec import TargetError, TargetSpec, parse_size_map, parse_target_spec
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One knob of a reference target (``reference:api=page``): the values it takes (or a
+    parser of any value, raising ValueError), its default, and what the target makes of
+    the text (``parse``)."""
+
+    name: str
+    choices: tuple[str, ...] = ()
+    default: str | None = None      # None: not set unless given (the model's own default)
+    parse: Callable[[str], Any] = str
+    metavar: str = "VALUE"          # how the usage line names a value without choices
+
+    def usage(self) -> str:
+        return f"{self.name}={'|'.join(self.choices) or self.metavar}"
+
+    def value(self, text: str, option: str) -> Any:
+        if self.choices and text not in self.choices:
+            raise TargetError(f"{option}: {self.name}={text!r} is not one of "
+                              f"{'|'.join(self.choices)}")
+        try:
+            return self.parse(text)
+        except ValueError as exc:
+            raise TargetError(f"{option}: {self.name}={text!r}: {exc}") from None
+
+
+def check_knobs(table: tuple[Knob, ...], given: dict[str, str], option: str,
+                what: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """Every knob known and every value allowed. Returns the knobs as text and as the
+    model takes them, defaults filled in, in the table's order (``what`` names the
+    reference in messages)."""
+    known = {knob.name: knob for knob in table}
+    for name in given:
+        if name not in known:
+            raise TargetError(f"{option}: unknown knob {name!r} for the reference {what}; "
+                              f"valid knobs: {', '.join(k.usage() for k in table)}")
+    text = {knob.name: given.get(knob.name, knob.default or "") for knob in table
+            if knob.name in given or knob.default is not None}
+    return text, {name: known[name].value(value, option) for name, value in text.items()}
+
+
+def call_factory(factory: Callable[..., Any], name: str, protocol: type, what: str,
+                 option: str, **kwargs: Any) -> Any:
+    """Call the user's factory with the keyword arguments it accepts (all of them when it
+    takes ``**kwargs``), and check that it returned a ``protocol``. ``readonly``, when
+    given, must be accepted: NotImplementedError otherwise."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: pass everything
+        params = None
+    if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
+        accepted = {p.name for p in params}
+        if "readonly" in kwargs and "readonly" not in accepted:
+            raise NotImplementedError(f"{name} takes no readonly= argument")
+        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+    made = factory(**kwargs)
+    if not isinstance(made, protocol):
+        raise TargetError(f"{option}: {name} returned {type(made).__name__}, not {what} "
+                          f"(missing: {', '.join(missing_members(made, protocol))})")
+    return made
+
+
+@dataclasses.dataclass(frozen=True)
+class Target(Generic[T]):
+    """A resolved target spec; subclasses say what it opens and how."""
+
+    spec: TargetSpec
+    # the reference's knobs as text, defaults filled in (what the label spells out), and
+    # as the model takes them
+    knobs: dict[str, str] = dataclasses.field(default_factory=dict)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # a real device or directory per size (a folio size, or a block size), from a size
+    # map such as the VM's ``4K=/dev/mtd0,16K=/dev/mtd1``; empty for a single one
+    paths: dict[int, Path] = dataclasses.field(default_factory=dict)
+
+    option: ClassVar[str]                  # the option it comes from, for messages
+    protocol: ClassVar[type]               # what open() hands out
+    what: ClassVar[str]                    # "an MTD device", in messages
+    reference: ClassVar[str]               # "device": "the reference device"
+    path_noun: ClassVar[str]               # "device": what a path names
+    size_name: ClassVar[str]               # "folios": what a size map's sizes are
+    KNOBS: ClassVar[tuple[Knob, ...]] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def label(self) -> str:
+        """How reports and saved timings name the target (a reference's knobs spelled
+        out, defaults included, so runs with and without them compare)."""
+        if self.kind == "reference" and self.knobs:
+            return "reference:" + ",".join(f"{k}={v}" for k, v in self.knobs.items())
+        return self.spec.text
+
+    @property
+    def per_size(self) -> bool:
+        """Whether it opens at each test parameter: everything but a single real device or
+        directory (which has its own geometry)."""
+        return self.kind != "path" or bool(self.paths)
+
+    def path_at(self, size: int | None) -> Path:
+        """The real device or directory for ``size`` (the one path of a plain spec)."""
+        if not self.paths or size is None:
+            assert self.spec.path is not None
+            return self.spec.path
+        path = self.paths.get(size)
+        if path is None:
+            raise TargetError(f"{self.option} {self.label}: no {self.path_noun} at "
+                              f"{format_size(size)} {self.size_name}")
+        return path
+
+    def call_factory(self, **kwargs: Any) -> T:
+        """The user's factory called the one way (see :func:`call_factory`)."""
+        assert self.spec.factory is not None
+        made: T = call_factory(self.spec.factory, self.spec.text, self.protocol, self.what,
+                               self.option, **kwargs)
+        return made
+
+    @classmethod
+    def resolve(cls, text: str, option: str | None = None, kind: str | None = None) -> Self:
+        """Parse and check a spec once per run (``option`` names where the text came from
+        in messages: the option, or its ini key); TargetError on bad input.
+
+        ``kind`` is the controller's classification, handed to an xdist worker: the
+        worker takes it as decided and does not probe the paths again.
+        """
+        option = option or cls.option
+        per_size = parse_size_map(text, option)
+        if per_size is not None:
+            for size, path in per_size.items():
+                if kind is None:
+                    cls.check_path_at(size, path, option)
+            return cls(TargetSpec("path", text.strip(), path=per_size[min(per_size)]),
+                       paths=per_size)
+        spec = parse_target_spec(text, option, kind)
+        if spec.kind == "reference":
+            knobs, options = check_knobs(cls.KNOBS, spec.knobs, option, cls.reference)
+            return cls(spec, knobs, options)
+        if spec.kind == "path" and kind is None:
+            assert spec.path is not None
+            cls.check_path_at(None, spec.path, option)
+        return cls(spec)
+
+    @classmethod
+    def check_path_at(cls, size: int | None, path: Path, option: str) -> None:
+        """Stop the run now when ``path`` (for ``size`` of a size map) cannot be used."""
+        raise NotImplementedError
