@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
-from pytest_folio.mtdtests.ops import MTDLog, MTDOpsError, parse_mtdops
+from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.targets.fs import FsTarget, resolve_fs_oracle, resolve_fs_target
 from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_oracle, resolve_mtd_target

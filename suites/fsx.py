@@ -34,10 +34,10 @@ from typing import ClassVar
 
 import pytest
 
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.fsx import FsxRunner
 from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
 from pytest_folio.fsx.log import FL_SKIPPED
-from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import FileSystem
 
 __all__ = ["FsxSuite"]

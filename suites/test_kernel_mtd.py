@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.measurement import Measurement
-from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import mtdtest_erase_good_eraseblocks
 from pytest_folio.session import settings
 from pytest_folio.sizes import format_size

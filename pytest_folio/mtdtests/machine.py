@@ -28,7 +28,8 @@ from hypothesis.stateful import (
 )
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.mtdtests.ops import FILLS, Layout, MTDFsx, MTDFsxFailure, Op, sweep_chunk
+from pytest_folio.mtdtests.mtdops import FILLS, Op
+from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure, sweep_chunk
 from pytest_folio.targets.protocols import MTDDevice
 
 QUICK = "mtd-quick"

@@ -13,16 +13,9 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
-from pytest_folio.mtdtests.ops import (
-    MTDFsx,
-    MTDFsxFailure,
-    MTDOpsError,
-    Op,
-    format_mtdops,
-    make_data,
-    parse_mtdops,
-    random_ops,
-)
+from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_mtdops
+from pytest_folio.mtdtests.opgen import random_ops
+from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure, make_data
 from tests.helpers import FIRST_STRESS_PART, subprocess_env
 from tests.helpers.mtd_devices import (
     EraseOfTheLastBlockIsEinval,

@@ -1,0 +1,116 @@
+"""The ``.mtdops`` operation log of fsx for flash: one :class:`Op` a line, in the spirit of
+fsx's ``.fsxops``, under a header naming the device's geometry. A write's data is made
+from its line and the oracle's contents, so a log replays a run exactly
+(``--folio-mtd-replay FILE``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Protocol
+
+KINDS = ("read", "write", "erase", "sync", "reopen")
+# how a write's data is made: random bytes, all 0xFF, all 0x00, what is there already,
+# or page by page one of those (identical in one page, different in the next)
+FILLS = ("rand", "ff", "00", "same", "pages")
+
+LOG_MAGIC = "# pytest-folio MTD operation log"
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One operation; ``fill`` and ``seed`` say how a write's data is made."""
+
+    kind: str
+    offset: int = 0
+    length: int = 0
+    fill: str = ""
+    seed: int = 0
+
+    def __str__(self) -> str:
+        if self.kind in ("sync", "reopen"):
+            return self.kind
+        text = f"{self.kind} {self.offset:#x} {self.length:#x}"
+        if self.kind == "write":
+            text += f" {self.fill}" + (f" {self.seed}" if self.fill in ("rand", "pages") else "")
+        return text
+
+
+class MTDOpsError(ValueError):
+    """A ``.mtdops`` file that cannot be replayed; the message names the line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MTDLog:
+    """A parsed operation log: the operations and the geometry it was recorded on."""
+
+    ops: list[Op]
+    size: int | None = None
+    erasesize: int | None = None
+
+
+_HEADER_RE = re.compile(r"^#\s*device:.*\bsize=(0x[0-9a-f]+|\d+)\s+erasesize=(0x[0-9a-f]+|\d+)")
+
+
+class _Geometry(Protocol):
+    name: str
+    size: int
+    erasesize: int
+    writesize: int
+
+
+def format_mtdops(ops: Iterable[Op], dev: _Geometry, comment: str = "") -> str:
+    """The ``.mtdops`` text: a header naming the device's geometry, one operation a line."""
+    lines = [f"{LOG_MAGIC} (replay it with --folio-mtd-replay FILE)",
+             f"# device: {dev.name} size={dev.size:#x} erasesize={dev.erasesize:#x} "
+             f"writesize={dev.writesize}"]
+    if comment:
+        lines.append(f"# {comment}")
+    lines.extend(str(op) for op in ops)
+    return "\n".join(lines) + "\n"
+
+
+def parse_op(line: str) -> Op:
+    words = line.split()
+    kind = words[0] if words else ""
+    if kind in ("sync", "reopen") and len(words) == 1:
+        return Op(kind)
+    if kind not in ("read", "write", "erase") or len(words) < 3:
+        raise ValueError(f"not an operation: {line!r} (read|write|erase OFFSET LENGTH ..., "
+                         "sync, reopen)")
+    offset, length = int(words[1], 0), int(words[2], 0)
+    if offset < 0 or length < 0:
+        raise ValueError(f"negative offset or length: {line!r}")
+    if kind != "write":
+        if len(words) != 3:
+            raise ValueError(f"{kind} takes OFFSET LENGTH: {line!r}")
+        return Op(kind, offset, length)
+    fill = words[3] if len(words) > 3 else ""
+    if fill not in FILLS:
+        raise ValueError(f"write data must be one of {'|'.join(FILLS)}: {line!r}")
+    seeded = fill in ("rand", "pages")
+    if len(words) != (5 if seeded else 4):
+        raise ValueError(f"write ... {fill} takes {'a seed' if seeded else 'nothing'} "
+                         f"after it: {line!r}")
+    return Op(kind, offset, length, fill, int(words[4], 0) if seeded else 0)
+
+
+def parse_mtdops(text: str) -> MTDLog:
+    size = erasesize = None
+    ops = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        match = _HEADER_RE.match(line)
+        if match:
+            size, erasesize = int(match.group(1), 0), int(match.group(2), 0)
+        if not line or line.startswith("#"):
+            continue
+        try:
+            ops.append(parse_op(line))
+        except ValueError as exc:
+            raise MTDOpsError(f"line {number}: {exc}") from None
+    if not ops:
+        raise MTDOpsError("no operations in the log")
+    return MTDLog(ops, size, erasesize)

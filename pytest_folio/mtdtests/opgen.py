@@ -1,0 +1,174 @@
+"""The random operations of fsx for flash, aimed at where folio-cached flash drivers go
+wrong: offsets on and next to page, folio and eraseblock boundaries and at the last byte,
+unaligned lengths, data that is random, all 0xFF, all 0x00, identical to what is there,
+or a mix of those page by page, erases of one, a few, eight or more eraseblocks and of
+the whole device, sync and reopen interleaved, and sweeps over the whole device that push
+any cache smaller than it out several times.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.mtdtests.mtdops import Op
+from pytest_folio.mtdtests.ops import Layout, sweep_chunk
+
+
+class OpMaker:
+    """Operations aimed at the places folio-cached flash drivers get wrong."""
+
+    def __init__(self, layout: Layout, rng: random.Random) -> None:
+        self.layout = layout
+        self.rng = rng
+        units = {PAGE_SIZE, layout.folio, layout.erasesize, layout.writesize}
+        self.units = sorted(u for u in units if u <= layout.size)
+
+    def point(self) -> int:
+        """An offset on or next to a page, folio or eraseblock boundary, or near the end."""
+        rng, size = self.rng, self.layout.size
+        unit = rng.choice(self.units)
+        if rng.random() < 0.2:
+            base = size - unit * rng.randrange(1, 3)
+        else:
+            base = unit * rng.randrange(size // unit)
+        delta = rng.choice((0, 0, 0, -1, 1, -rng.randrange(1, 600), rng.randrange(1, 600),
+                            rng.randrange(unit)))
+        return min(max(0, base + delta), size - 1)
+
+    def length(self, offset: int) -> int:
+        """An unaligned or boundary-sized length that fits from ``offset``."""
+        rng, lay = self.rng, self.layout
+        unit = rng.choice(self.units)
+        pick = rng.randrange(6)
+        if pick == 0:
+            n = rng.randrange(1, 600)
+        elif pick == 1:
+            n = unit + rng.choice((-1, 0, 0, 1))
+        elif pick == 2:
+            n = unit * rng.randrange(2, 5) + rng.choice((-1, 0, 1))
+        elif pick == 3:      # end on or next to the next boundary
+            n = (offset // unit + rng.randrange(1, 3)) * unit + rng.choice((-1, 0, 0, 1)) - offset
+        elif pick == 4:
+            n = rng.randrange(1, 2 * max(lay.erasesize, lay.folio))
+        else:
+            n = lay.size - offset   # to the last byte
+        cap = 4 * max(lay.erasesize, lay.folio)
+        return max(1, min(n, lay.size - offset, cap))
+
+    def rw(self, kind: str) -> Op:
+        offset = self.point()
+        length = self.length(offset)
+        if kind == "read":
+            return Op("read", offset, length)
+        return self.write(offset, length)
+
+    def write(self, offset: int, length: int, fill: str | None = None) -> Op:
+        lay, rng = self.layout, self.rng
+        if lay.writesize > 1:   # whole pages of the flash
+            end = -(-(offset + length) // lay.writesize) * lay.writesize
+            offset = offset // lay.writesize * lay.writesize
+            length = min(end, lay.size) - offset
+        fill = fill or rng.choice(("rand", "rand", "rand", "pages", "pages", "ff", "00",
+                                   "same", "same"))
+        return Op("write", offset, length, fill, rng.getrandbits(32))
+
+    def erase(self) -> Op:
+        rng, lay = self.rng, self.layout
+        ebcnt = lay.ebcnt
+        pick = rng.random()
+        if pick < 0.015:
+            return Op("erase", 0, lay.size)
+        count = (1 if pick < 0.55 else rng.randrange(2, 5) if pick < 0.8
+                 else rng.randrange(8, 17))
+        count = min(count, ebcnt)
+        choice = rng.random()
+        block = (ebcnt - count if choice < 0.15 else 0 if choice < 0.2
+                 else rng.randrange(ebcnt - count + 1))
+        return Op("erase", block * lay.erasesize, count * lay.erasesize)
+
+    def out_of_range(self) -> Op:
+        """An operation that reaches past the end: EINVAL, and nothing may change."""
+        rng, size = self.rng, self.layout.size
+        kind = rng.choice(("read", "write", "erase"))
+        if kind == "erase":
+            start = rng.choice((size, size - self.layout.erasesize))
+            return Op("erase", start, 2 * self.layout.erasesize)
+        offset = size - rng.choice((0, 1, PAGE_SIZE, rng.randrange(1, 600)))
+        length = size - offset + rng.choice((1, 1, PAGE_SIZE))
+        return Op("read", offset, length) if kind == "read" else Op(
+            "write", offset, length, "same")
+
+    def random_op(self, zero_length: bool = True) -> Op:
+        pick = self.rng.random()
+        if pick < 0.30:
+            return self.rw("read")
+        if pick < 0.66:
+            return self.rw("write")
+        if pick < 0.80:
+            return self.erase()
+        if pick < 0.88:
+            return Op("sync")
+        if pick < 0.90 and self.layout.can_reopen:
+            return Op("reopen")
+        if pick < 0.95 or not zero_length:
+            return self.out_of_range()
+        offset = self.point()      # length 0: nothing read, nothing written
+        return Op("read", offset, 0) if self.rng.getrandbits(1) else Op(
+            "write", offset, 0, "rand", 0)
+
+
+def random_ops(layout: Layout, seed: int, count: int, passes: int = 4,
+               erased: Callable[[int, int], bool] | None = None,
+               zero_length: bool = True) -> Iterator[Op]:
+    """A run: erase the whole device, then ``count`` random operations with ``passes``
+    sweeps over the whole device spread among them (write, read back, erase and write
+    page-mixed data, read back), each sweep syncing every few steps.
+
+    ``erased(offset, length)`` tells a NAND run where pages may be programmed; writes
+    elsewhere are preceded by an erase of their eraseblocks. ``zero_length=False``
+    leaves out reads and writes of nothing (whose answer on a read-only device differs
+    between the MTD core and mtdchar).
+    """
+    rng = random.Random(seed)
+    make = OpMaker(layout, rng)
+    chunk = sweep_chunk(layout)
+    steps = -(-layout.size // chunk)
+    sweep = [(p, offset) for p in range(passes) for offset in range(0, layout.size, chunk)]
+    gap = max(1, count // max(1, len(sweep)))
+    yield Op("erase", 0, layout.size)
+
+    def programmable(op: Op) -> Iterator[Op]:
+        if (layout.nand and op.kind == "write" and op.length
+                and op.offset + op.length <= layout.size
+                and not (erased and erased(op.offset, op.length))):
+            esz = layout.erasesize
+            first = op.offset // esz * esz
+            yield Op("erase", first, -(-(op.offset + op.length) // esz) * esz - first)
+        yield op
+
+    done = 0
+    for number in range(count):
+        yield from programmable(make.random_op(zero_length))
+        if number % gap == gap - 1 and done < len(sweep):
+            pass_number, offset = sweep[done]
+            length = min(chunk, layout.size - offset)
+            kind = pass_number % 4
+            if kind in (1, 3):
+                yield Op("read", offset, length)
+            else:
+                if kind == 2 or layout.nand:
+                    yield Op("erase", offset, length)
+                yield from programmable(make.write(offset, length, "rand" if kind == 0
+                                                   else "pages"))
+            done += 1
+            if done % 8 == 0 or done % steps == 0:
+                yield Op("sync")
+    for pass_number, offset in sweep[done:]:     # a short run still sweeps every pass
+        length = min(chunk, layout.size - offset)
+        if pass_number % 2:
+            yield Op("read", offset, length)
+        else:
+            yield Op("erase", offset, length)
+            yield make.write(offset, length, "pages")

@@ -1,0 +1,203 @@
+"""fsx for flash (random operations against an oracle, replay, the Hypothesis form,
+differential mode) and the read-only check that runs the same operations."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
+from pytest_folio.mtdtests.mtdops import format_mtdops
+from pytest_folio.mtdtests.opgen import random_ops
+from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure
+from pytest_folio.session import settings
+from pytest_folio.suites.mtd.base import _MTDSuite, folio_order_of, require_destructive, run_seed
+from pytest_folio.targets.protocols import MTDDevice, Reopenable
+from pytest_folio.targets.spec import TargetError
+
+
+class MTDFsxSuite(_MTDSuite):
+    """fsx for flash: random operations, every answer checked against an oracle (or, with
+    ``--folio-mtd-oracle``, against the reference given the same operations), at every
+    geometry; then the same as a Hypothesis state machine that shrinks a failure."""
+
+    mtd_fsx_ops: ClassVar[int] = 1200         # random operations, besides the sweeps
+    mtd_fsx_passes: ClassVar[int] = 4         # sweeps over the whole device
+    mtd_fsx_seed: ClassVar[int | None] = None  # None: the run's seed
+    mtd_hypothesis_profile: ClassVar[str] = "mtd-quick"   # or "mtd-thorough", or yours
+
+    @staticmethod
+    def _layout(dev: MTDDevice, request: pytest.FixtureRequest) -> Layout:
+        order = folio_order_of(dev, request)
+        return Layout.of(dev, None if order is None else PAGE_SIZE << order)
+
+    @staticmethod
+    def _reference(request: pytest.FixtureRequest, size: int, erasesize: int,
+                   order: int | None) -> AbstractContextManager[MTDDevice] | None:
+        """A device of the ``--folio-mtd-oracle`` at this geometry, or None."""
+        oracle = mtd_oracle(request.config)
+        if oracle is None:
+            return None
+        return oracle.open(size=size, erasesize=erasesize,
+                           folio_order=order if order is not None
+                           else settings(request.config).orders[0])
+
+    def _command(self, request: pytest.FixtureRequest, opener: MTDOpener | None,
+                 *extra: str, function: str | None = None, size: int | None = None) -> str:
+        item = request.node
+        parts = item.nodeid.split("::")
+        if function is not None:
+            parts[-1] = function + parts[-1][len(item.originalname):]
+        words = ["python", "-m", "pytest", "-p", "pytest_folio",
+                 "::".join([str(item.path), *parts[1:]])]
+        if opener is not None:
+            words += opener.replay_options(size)
+        oracle = settings(request.config).mtd_oracle
+        if oracle is not None:
+            words.append(f"--folio-mtd-oracle={oracle}")
+        return shlex.join([*words, *extra])
+
+    def _fail(self, request: pytest.FixtureRequest, failure: MTDFsxFailure,
+              dev: MTDDevice | _Resized, path: Path, what: str, *, function: str | None = None,
+              size: int | None = None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
+        opener = mtd_opener(request)
+        lines = [f"{what}: {failure.summary}",
+                 f"{what}: operation log ({len(failure.ops)} operations): {path}",
+                 f"{what}: replay it: " + self._command(
+                     request, opener, f"--folio-mtd-replay={path}", function=function,
+                     size=size)]
+        if len(failure.ops) <= 40:
+            lines[1:1] = [f"  {op}" for op in failure.ops]
+        pytest.fail("\n".join(lines), pytrace=False)
+
+    @pytest.mark.folio_erasesizes
+    def test_mtd_fsx(self, mtd_device: MTDDevice, request: pytest.FixtureRequest,
+                     tmp_path: Path) -> None:
+        require_destructive(mtd_device, request.config)
+        layout = self._layout(mtd_device, request)
+        opening = self._reference(request, mtd_device.size, mtd_device.erasesize,
+                                  folio_order_of(mtd_device, request))
+        with ExitStack() as stack:
+            try:
+                reference = None if opening is None else stack.enter_context(opening)
+            except TargetError as exc:
+                pytest.fail(f"--folio-mtd-oracle: {exc}", pytrace=False)
+            self._run_fsx(request, tmp_path, mtd_device, layout,
+                          MTDFsx(mtd_device, folio=layout.folio, reference=reference))
+
+    def _run_fsx(self, request: pytest.FixtureRequest, tmp_path: Path, mtd_device: MTDDevice,
+                 layout: Layout, fsx: MTDFsx) -> None:
+        replay = mtd_replay(request.config)
+        try:
+            if replay is not None:
+                path, log = replay
+                if (log.size, log.erasesize) not in ((None, None), (layout.size,
+                                                                    layout.erasesize)):
+                    pytest.fail(f"--folio-mtd-replay {path}: recorded on a device of "
+                                f"{log.size} bytes in {log.erasesize}-byte eraseblocks, "
+                                f"{mtd_device.name} has {layout.size} in {layout.erasesize}",
+                                pytrace=False)
+                if not layout.can_reopen and any(op.kind == "reopen" for op in log.ops):
+                    pytest.fail(f"--folio-mtd-replay {path}: the log reopens the device, "
+                                f"{mtd_device.name} cannot be reopened", pytrace=False)
+                fsx.run(log.ops)
+                return
+            seed = self.mtd_fsx_seed if self.mtd_fsx_seed is not None else run_seed(
+                request.config)
+            fsx.run(random_ops(layout, seed, self.mtd_fsx_ops, self.mtd_fsx_passes,
+                               erased=fsx.model.is_erased))
+        except MTDFsxFailure as failure:
+            found = failure
+        else:
+            return
+        self._fail(request, found, mtd_device, tmp_path / "mtd-fsx.mtdops", "mtd fsx")
+
+    @staticmethod
+    def machine_size(dev: MTDDevice, layout: Layout) -> int:
+        """The Hypothesis examples' device: big enough for 8 eraseblocks and 16 folios,
+        small enough that a sweep over it is cheap (at most the test's own size)."""
+        want = max(8 * layout.erasesize, 16 * layout.folio, 256 << 10)
+        return min(dev.size, -(-want // layout.erasesize) * layout.erasesize)
+
+    @pytest.mark.folio_erasesizes
+    def test_mtd_fsx_hypothesis(self, mtd_device: MTDDevice,
+                                request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        # Hypothesis is imported only here (seconds of start-up in a VM)
+        from pytest_folio.mtdtests.machine import MTDMachineFailure, run_mtd_machine
+
+        if mtd_replay(request.config) is not None:
+            pytest.skip("--folio-mtd-replay replays through test_mtd_fsx")
+        require_destructive(mtd_device, request.config)
+        layout = self._layout(mtd_device, request)
+        opener = mtd_opener(request)
+        if opener is not None and opener.target.kind == "path":
+            opener = None          # one real device, held by this test: no second one
+        size = self.machine_size(mtd_device, layout) if opener is not None else layout.size
+        order = folio_order_of(mtd_device, request)
+
+        def open_device() -> AbstractContextManager[MTDDevice]:
+            if opener is not None:
+                return opener.open(size=size)
+            # the test's one device: each example erases it (and reopens it first)
+            if isinstance(mtd_device, Reopenable):
+                mtd_device.reopen()
+            return nullcontext(mtd_device)
+
+        def open_reference() -> AbstractContextManager[MTDDevice]:
+            opening = self._reference(request, size, layout.erasesize, order)
+            assert opening is not None
+            return opening
+
+        try:
+            run_mtd_machine(dataclasses.replace(layout, size=size), open_device,
+                            self.mtd_hypothesis_profile,
+                            open_reference=(open_reference if mtd_oracle(request.config)
+                                            is not None else None))
+            return
+        except MTDMachineFailure as failure:
+            found = failure
+        self._fail(request, found, mtd_device if size == layout.size else
+                   _Resized(mtd_device, size), tmp_path / "mtd-fsx-hypothesis.mtdops",
+                   "mtd fsx (Hypothesis, shrunk)", function="test_mtd_fsx", size=size)
+
+
+class _Resized:
+    """How a log names the smaller device the Hypothesis examples ran on."""
+
+    def __init__(self, dev: MTDDevice, size: int) -> None:
+        self.name, self.size = dev.name, size
+        self.erasesize, self.writesize = dev.erasesize, dev.writesize
+
+
+class MTDReadOnlySuite(_MTDSuite):
+    """A read-only device (the target made with ``readonly=True``, or a real device
+    without MTD_WRITEABLE): every write and erase gives EROFS, and nothing changes."""
+
+    readonly_ops: ClassVar[int] = 300
+
+    @pytest.mark.folio_erasesizes
+    def test_readonly_device_refuses_every_write_and_erase(
+            self, mtd_readonly_device: MTDDevice, request: pytest.FixtureRequest,
+            tmp_path: Path) -> None:
+        dev = mtd_readonly_device
+        layout = Layout.of(dev, None)
+        order = folio_order_of(dev, request)
+        if order is not None:
+            layout = dataclasses.replace(layout, folio=PAGE_SIZE << order)
+        fsx = MTDFsx(dev, folio=layout.folio)
+        try:
+            fsx.adopt()      # what it holds now is what it must hold at the end
+            fsx.run(random_ops(layout, run_seed(request.config), self.readonly_ops,
+                               passes=2, zero_length=False))
+            return
+        except MTDFsxFailure as failure:
+            summary = failure.summary
+        pytest.fail(f"read-only device {dev.name}: {summary}", pytrace=False)
