@@ -13,6 +13,7 @@ import pytest
 
 from pytest_folio import hookspecs, progress
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fixtures.timing import register_collector
 from pytest_folio.options import (
     add_options,
     parse_block_size_value,
@@ -55,13 +56,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Parse the options and resolve the targets once (on an xdist worker: as the
-    controller decided), before the fixtures' and the collector's hooks read them."""
+    controller decided), then register the timing collector; first, so that other
+    plugins' ``pytest_configure`` may read the session too."""
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
     config.stash[SESSION_KEY] = FolioSession.resolve(
         read_settings(config, seed=workerinput.get("folio_seed")),
         workerinput.get("folio_session"))
+    register_collector(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
     config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
