@@ -122,7 +122,8 @@ class OpMaker:
 def random_ops(layout: Layout, seed: int, count: int, passes: int = 4,
                erased: Callable[[int, int], bool] | None = None,
                zero_length: bool = True) -> Iterator[Op]:
-    """A run: erase the whole device, then ``count`` random operations with ``passes``
+    """A run: erase the whole device, erase a freshly written eraseblock before any
+    writeback, then ``count`` random operations with ``passes``
     sweeps over the whole device spread among them (write, read back, erase and write
     page-mixed data, read back), each sweep syncing every few steps.
 
@@ -138,6 +139,13 @@ def random_ops(layout: Layout, seed: int, count: int, passes: int = 4,
     sweep = [(p, offset) for p in range(passes) for offset in range(0, layout.size, chunk)]
     gap = max(1, count // max(1, len(sweep)))
     yield Op("erase", 0, layout.size)
+    # Erase must reach data still in the cache: with the store erased by a sync, write
+    # one eraseblock and erase it again before any writeback, then read it back.
+    block = rng.randrange(layout.ebcnt) * layout.erasesize
+    yield Op("sync")
+    yield make.write(block, layout.erasesize, "rand")
+    yield Op("erase", block, layout.erasesize)
+    yield Op("read", block, layout.erasesize)
 
     def programmable(op: Op) -> Iterator[Op]:
         if (layout.nand and op.kind == "write" and op.length
