@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from pytest_folio.errors import CommandError
 from pytest_folio.timing.meta import package_version
 
 # "module:function" of each subcommand's register(subparsers), imported when needed.
@@ -24,10 +25,6 @@ COMMANDS = [
 ]
 
 USAGE_ERROR = 2
-
-
-class CommandError(Exception):
-    """Bad input to a subcommand: main prints the message as one line and exits 2."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,8 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
-from pytest_folio.model.ramfs import parse_block_size
-from pytest_folio.sizes import format_size, parse_list, parse_size
+from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_size
 
 T = TypeVar("T")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
+
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
@@ -53,3 +55,17 @@ def ilog2(n: int) -> int:
 def ffs0(n: int) -> int:
     """The kernel's ``__ffs``: the index of the lowest set bit (n > 0)."""
     return (n & -n).bit_length() - 1
+
+
+MIN_BLOCKSIZE = PAGE_SIZE
+MAX_BLOCKSIZE = PAGE_SIZE << MAX_PAGECACHE_ORDER
+
+
+def parse_block_size(value: int | str) -> int:
+    """The ``blocksize`` mount option: a power of two from 4K to 2M, as bytes or a size
+    such as ``"16k"``. The seed patch clamps anything else silently; we refuse it."""
+    size = value if isinstance(value, int) else parse_size(value)
+    if not is_power_of_two(size) or not MIN_BLOCKSIZE <= size <= MAX_BLOCKSIZE:
+        raise ValueError(f"block size {size} must be a power of two from "
+                         f"{format_size(MIN_BLOCKSIZE)} to {format_size(MAX_BLOCKSIZE)}")
+    return size

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import errno
 
-from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import (
     Folio,
@@ -41,7 +41,7 @@ from pytest_folio.model.memory import PhysicalMemory
 from pytest_folio.model.pagemap import FGP_CREAT, FGP_LOCK
 from pytest_folio.model.stats import Stats
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, Inode, Vfs, raise_errno
-from pytest_folio.sizes import format_size, ilog2, is_power_of_two, parse_size
+from pytest_folio.sizes import ilog2, parse_block_size
 from pytest_folio.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -55,20 +55,6 @@ DEFAULT_MEMORY = 256 << 20
 DEFAULT_FEATURES = frozenset({"mmap", "copy_range"})
 FULL_FEATURES = DEFAULT_FEATURES | {"fallocate", "punch_hole", "zero_range", "collapse_range",
                                     "insert_range"}
-
-
-MIN_BLOCKSIZE = PAGE_SIZE
-MAX_BLOCKSIZE = PAGE_SIZE << MAX_PAGECACHE_ORDER
-
-
-def parse_block_size(value: int | str) -> int:
-    """The ``blocksize`` mount option: a power of two from 4K to 2M, as bytes or a size
-    such as ``"16k"``. The seed patch clamps anything else silently; we refuse it."""
-    size = value if isinstance(value, int) else parse_size(value)
-    if not is_power_of_two(size) or not MIN_BLOCKSIZE <= size <= MAX_BLOCKSIZE:
-        raise ValueError(f"block size {size} must be a power of two from "
-                         f"{format_size(MIN_BLOCKSIZE)} to {format_size(MAX_BLOCKSIZE)}")
-    return size
 
 
 class RamfsAops:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_folio.cli import CommandError
+from pytest_folio.errors import CommandError
 from pytest_folio.sizes import parse_size
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import STORAGE, resolve

@@ -13,9 +13,8 @@ import subprocess
 from pathlib import Path
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.model.ramfs import parse_block_size
 from pytest_folio.options import parse_order
-from pytest_folio.sizes import format_size
+from pytest_folio.sizes import format_size, parse_block_size
 from pytest_folio.vm import Progress, VMError
 from pytest_folio.vm.guest import run_list
 from pytest_folio.vm.initramfs import GUEST_RUN, GuestDisk

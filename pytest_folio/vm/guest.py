@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_folio.cli import CommandError
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.errors import CommandError
 from pytest_folio.options import option_default
 from pytest_folio.sizes import format_size, parse_list
 from pytest_folio.vm.initramfs import (

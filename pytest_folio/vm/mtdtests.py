@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import NOT_NAND_PAGE_SIZE
 from pytest_folio.sizes import format_kib
 

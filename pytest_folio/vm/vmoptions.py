@@ -1,7 +1,7 @@
 """The ``vm`` subcommand's options: the table argparse reads, and their checks.
 
 :func:`add_arguments` declares them; :func:`check_options` turns what argparse parsed into
-a :class:`VMOptions` or one :class:`~pytest_folio.cli.CommandError` line (exit 2).
+a :class:`VMOptions` or one :class:`~pytest_folio.errors.CommandError` line (exit 2).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_folio.cli import CommandError
+from pytest_folio.errors import CommandError
 from pytest_folio.options import check_mtd_geometry
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
