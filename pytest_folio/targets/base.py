@@ -169,5 +169,6 @@ class Target(Generic[T]):
 
     @classmethod
     def check_path_at(cls, size: int | None, path: Path, option: str) -> None:
-        """Stop the run now when ``path`` (for ``size`` of a size map) cannot be used."""
+        """Stop the run now when ``path`` (for ``size`` of a size map) cannot be used;
+        each target kind says what it needs of a path."""
         raise NotImplementedError

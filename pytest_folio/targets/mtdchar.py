@@ -277,11 +277,16 @@ class MTDChar:
         self._readv(offset, _iovecs(view, chunk))
 
     def _readv(self, offset: int, iov: list[memoryview]) -> None:
+        self._transfer(os.preadv, "read", offset, iov)
+
+    def _transfer(self, call: Callable[[int, list[memoryview], int], int], what: str,
+                  offset: int, iov: list[memoryview]) -> None:
+        """preadv/pwritev ``iov`` at ``offset`` to the end, resuming after short transfers."""
         for group in _groups(iov):
             while group:
-                done = os.preadv(self.fd, group, offset)
+                done = call(self.fd, group, offset)
                 if done <= 0:
-                    raise OSError(errno.EIO, f"{self.path}: short read at {offset}")
+                    raise OSError(errno.EIO, f"{self.path}: short {what} at {offset}")
                 offset += done
                 group = _advance(group, done)
 
@@ -295,13 +300,7 @@ class MTDChar:
         self._refuse_unless_allowed("write")
         view = memoryview(data).cast("B")
         mtdcore.mtd_check_write(offset, len(view), self.size, self.flags, self.name)
-        for group in _groups(_iovecs(view, chunk)):
-            while group:
-                done = os.pwritev(self.fd, group, offset)
-                if done <= 0:
-                    raise OSError(errno.EIO, f"{self.path}: short write at {offset}")
-                offset += done
-                group = _advance(group, done)
+        self._transfer(os.pwritev, "write", offset, _iovecs(view, chunk))
 
     def erase(self, offset: int, length: int) -> None:
         self._refuse_unless_allowed("erase")
