@@ -7,11 +7,15 @@ of tree (``O=``), so the source directory is only read. The result (bzImage, the
 modules installed under ``mods/``, and the build directory itself, which is what
 ``make -C DIR M=...`` builds modules against) is cached under ``CACHE/built-kernels/KEY``,
 KEY a hash of the configuration and of the tree: ``git rev-parse HEAD`` plus ``git diff``
-for a git checkout, else every file's path, size and modification time.
+for a git checkout, else every file's path, size and modification time. The build runs in
+``KEY.building`` beside it and is renamed only when it finished: a build that is stopped or
+fails keeps its objects there, and the next run with the same tree and configuration
+resumes it (make rebuilds only what is missing) instead of starting from nothing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -19,7 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pytest_folio.vm import Progress, VMError, publish
+from pytest_folio.vm import Progress, VMError
 from pytest_folio.vm.build import BuildError
 from pytest_folio.vm.kernel import Kernel, user_kernel
 from pytest_folio.vm.source import KernelSource
@@ -153,6 +157,30 @@ def _last_line(log: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
+def _build(src: Path, entry: Path, progress: Progress, jobs: int) -> None:
+    """Configure, build and install into ``entry``'s work directory, then publish it."""
+    work = entry.with_name(f"{entry.name}.building")
+    resumed = (work / "configured").is_file()
+    work.mkdir(exist_ok=True)
+    log = work / "build.log"
+    fragment = work / "vm.config"
+    fragment.write_text(VM_CONFIG)
+    out = work / "build"
+    base = ["-C", str(src.resolve()), f"O={out}"]
+    progress(f"{'resuming the stopped build of' if resumed else 'building'} kernel {src} "
+             f"once for the VM (minimal configuration, -j{jobs}; log: {log})")
+    if not resumed:
+        _make([*base, f"KCONFIG_ALLCONFIG={fragment}", "allnoconfig"], log, progress,
+              "configuring the kernel")
+        (work / "configured").write_text("")
+    _make([*base, f"-j{jobs}", "bzImage", "modules"], log, progress, "building the kernel")
+    shutil.rmtree(work / "mods", ignore_errors=True)
+    _make([*base, f"INSTALL_MOD_PATH={work / 'mods'}", "modules_install"], log, progress,
+          "installing its modules")
+    (work / "done").write_text("built\n")
+    work.rename(entry)
+
+
 def build_kernel(src: Path, cache_root: Path, progress: Progress,
                  jobs: int | None = None) -> tuple[Kernel, KernelSource]:
     """The tree ``src`` built for the VM (cached): the kernel to boot and the
@@ -168,25 +196,11 @@ def build_kernel(src: Path, cache_root: Path, progress: Progress,
             if shutil.which(tool) is None:
                 raise VMError(f"--build-kernel needs {tool}: install it (apt-get install "
                               "build-essential flex bison bc libelf-dev libssl-dev)")
-        log = entry.parent / f"{key}.log"
-        with publish(entry, ready="done") as staging:
-            log.write_text("")
-            fragment = staging / "vm.config"
-            fragment.write_text(VM_CONFIG)
-            out = staging / "build"
-            base = ["-C", str(src.resolve()), f"O={out}"]
-            jobs = jobs or os.cpu_count() or 1
-            progress(f"building kernel {src} once for the VM (minimal configuration, "
-                     f"-j{jobs}; log: {log})")
-            _make([*base, f"KCONFIG_ALLCONFIG={fragment}", "allnoconfig"], log, progress,
-                  "configuring the kernel")
-            _make([*base, f"-j{jobs}", "bzImage", "modules"], log, progress,
-                  "building the kernel")
-            _make([*base, f"INSTALL_MOD_PATH={staging / 'mods'}", "modules_install"], log,
-                  progress, "installing its modules")
-            shutil.copyfile(log, staging / "build.log")
-            (staging / "done").write_text(f"{time.monotonic() - start:.0f}\n")
-        log.unlink(missing_ok=True)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with (entry.parent / f"{key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one build of a tree at a time
+            if not (entry / "done").is_file():
+                _build(src, entry, progress, jobs or os.cpu_count() or 1)
         progress(f"built kernel {src} in {time.monotonic() - start:.0f} s ({entry})")
     else:
         progress(f"kernel {src} built before ({entry}, tree and configuration unchanged)")

@@ -64,3 +64,38 @@ def test_build_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], arg
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and message in err
+
+
+FAKE_KBUILD = """\
+allnoconfig:
+\tmkdir -p $(O) && cp $(KCONFIG_ALLCONFIG) $(O)/.config && echo configured >> $(O)/../runs
+bzImage:
+\tmkdir -p $(O)/arch/x86/boot
+\ttest -f $(O)/object.o && echo resumed >> $(O)/../runs || echo fresh >> $(O)/../runs
+\ttouch $(O)/object.o
+\ttest ! -f $(O)/../../../../stop
+\tprintf '\\177ELF' > $(O)/arch/x86/boot/bzImage
+modules:
+modules_install:
+\tmkdir -p $(INSTALL_MOD_PATH)/lib/modules/9.9.9/kernel
+"""
+
+
+def test_a_stopped_build_resumes_where_it_stopped(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Makefile").write_text(FAKE_KBUILD)
+    (src / "Kconfig").write_text("")
+    cache = tmp_path / "cache"
+    (tmp_path / "stop").write_text("")  # the first build fails after its first object
+    with pytest.raises(VMError, match="building the kernel failed"):
+        build_kernel(src, cache, lambda m: None)
+    work = cache / "built-kernels" / f"{build_key(src)}.building"
+    assert (work / "build" / "object.o").is_file()  # kept, not thrown away
+    (tmp_path / "stop").unlink()
+    said: list[str] = []
+    kernel, _ = build_kernel(src, cache, said.append)
+    assert (cache / "built-kernels" / build_key(src) / "runs").read_text().split() == [
+        "configured", "fresh", "resumed"]
+    assert not work.exists() and kernel.release == "9.9.9"
+    assert any(line.startswith("resuming the stopped build") for line in said)
