@@ -10,7 +10,13 @@ block2mtd at 4K folios), times:
   same runner through plain read/write calls (one per page, as the target did before),
   and the kernel's mtd_speedtest module: ms per pass, median of the passes;
 - mtd_stresstest: our runner (every read checked against a copy of the device) and the
-  kernel's module, the same operation count, wall time of the whole run.
+  kernel's module, the same operation count, wall time of the whole run;
+- the userspace anchor, ``benchmarks/anchors/mtd_userspace.c`` (built here with gcc when
+  there is one): a C program doing what a userspace tool such as mtd-utils' flash_speed
+  and flash_stress does (one pread/pwrite per eraseblock, page or two pages, reads compared;
+  the same stress op mix), on the same device. Debian's mtd-utils ships neither tool, so
+  this is the fair anchor for a userspace runner: the kernel's module reads in the kernel,
+  with no system call per page at all.
 
 It prints one table: each row's figures and the ratio of ours to the kernel's (1.00x:
 as fast as the kernel test; 2.00x: twice its time), and for the read rows a pass of the
@@ -22,13 +28,14 @@ driver (docs/vm.md).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 GUEST = '''
-import os, statistics, time
+import os, statistics, subprocess, time
 from pathlib import Path
 from pytest_folio.mtdtests.speed import run_speedtest
 from pytest_folio.mtdtests.stress import run_stresstest
@@ -36,7 +43,7 @@ from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.vm.mtdtests import (KERNEL_TESTS, MODULES_ENV, kernel_mtd_devices,
                                       run_kernel_test, speed_rows)
 
-PASSES, COUNT = {passes}, {count}
+PASSES, COUNT, ANCHOR = {passes}, {count}, {anchor!r}
 
 
 class Plain:
@@ -59,6 +66,16 @@ class Plain:
 
 def say(*words):
     print("BENCH", *words, flush=True)
+
+
+def userspace_rows(device):
+    """The C anchor's ms per pass on ``device`` ({{}} when it was not built)."""
+    if not ANCHOR:
+        return {{}}
+    out = subprocess.run([ANCHOR, device, str(PASSES), str(COUNT)], capture_output=True,
+                         text=True, check=True).stdout
+    return {{name: float(ms) for name, ms in
+            (line[4:].split("\t") for line in out.splitlines() if line.startswith("ROW "))}}
 
 
 def test_side_by_side():
@@ -88,6 +105,7 @@ def test_side_by_side():
             floor[name] = statistics.median(times)
     finally:
         dev.close()
+    c = userspace_rows(device.path)
     kernel = {{}}
     for _ in range(PASSES):
         run = run_kernel_test(modules, KERNEL_TESTS["speedtest"], device)
@@ -101,9 +119,24 @@ def test_side_by_side():
     for name, values in kernel.items():
         if name in ours:
             say(repr(name), ours[name], plain[name], statistics.median(values),
-                floor.get(name, 0.0))
-    say(repr(f"Stress, {{COUNT}} operations (s)"), stress, stress_plain, kernel_stress, 0.0)
+                floor.get(name, 0.0), c.get(name.split(" (")[0], 0.0))
+    say(repr(f"Stress, {{COUNT}} operations (s)"), stress, stress_plain, kernel_stress, 0.0,
+        c.get("Stress", 0.0) / 1000)
 '''
+
+
+def build_anchor(into: Path) -> Path | None:
+    """Compile the userspace anchor (the guest runs the host's binaries over 9p)."""
+    source = Path(__file__).parent / "anchors" / "mtd_userspace.c"
+    binary = into / "mtd_userspace"
+    built = subprocess.run(["gcc", "-O2", "-o", str(binary), str(source)],
+                           capture_output=True, text=True, check=False) \
+        if shutil.which("gcc") else None
+    if built is None or built.returncode != 0:
+        print("no userspace anchor: "
+              f"{'gcc not found' if built is None else built.stderr.strip()[:200]}")
+        return None
+    return binary
 
 
 def main(argv: list[str]) -> int:
@@ -119,8 +152,9 @@ def main(argv: list[str]) -> int:
         else:
             vm_args.append(arg)
     with tempfile.TemporaryDirectory(prefix="folio-bench-") as tmp:
-        (Path(tmp) / "guest_device_speed.py").write_text(GUEST.format(passes=passes,
-                                                                      count=count))
+        anchor = build_anchor(Path(tmp))
+        (Path(tmp) / "guest_device_speed.py").write_text(GUEST.format(
+            passes=passes, count=count, anchor=str(anchor) if anchor else ""))
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         proc = subprocess.run(
             [sys.executable, "-m", "pytest_folio", "vm", "--mtd-tests", "--mtd-size", size,
@@ -136,12 +170,14 @@ def main(argv: list[str]) -> int:
     print(f"one guest, /dev/mtd0 = the kernel's block2mtd ({size}, 4K folios), "
           f"{passes} passes, stress {count} operations; host load {load[0]:.1f}")
     print(f"{'row (ms per pass)':<34} {'chunked':>9} {'plain':>9} {'kernel':>9} "
-          f"{'chunk/k':>7} {'plain/k':>8} {'preadv alone':>12}")
+          f"{'C':>9} {'chunk/k':>7} {'plain/k':>8} {'chunk/C':>7} {'preadv alone':>12}")
     for row in rows:
         name, rest = row.rsplit("' ", 1)[0].strip("'"), row.rsplit("' ", 1)[1]
-        ours, before, kernel, floor = (float(v) for v in rest.split())
+        ours, before, kernel, floor, c = (float(v) for v in rest.split())
         print(f"{name:<34} {ours:>9.1f} {before:>9.1f} {kernel:>9.1f} "
+              f"{f'{c:.1f}' if c else '-':>9} "
               f"{ours / kernel:>6.2f}x {before / kernel:>7.2f}x "
+              f"{f'{ours / c:.2f}x' if c else '-':>7} "
               f"{f'{floor:.1f} ({floor / kernel:.2f}x)' if floor else '':>12}")
     return 0
 
