@@ -26,15 +26,17 @@ from pytest_folio.suites.fs.accounting import FsAccounting
 from pytest_folio.suites.fs.base import pattern
 from pytest_folio.suites.fs.differential import FsDifferential
 from pytest_folio.suites.fs.names import FsNames
+from pytest_folio.suites.fs.namespace import FsNamespace
 from pytest_folio.suites.fs.persistence import FsLargeFiles, FsPersistence
 from pytest_folio.suites.fs.ranges import FsCopyRange, FsFallocate
 from pytest_folio.suites.fs.readwrite import FsOpenFlags, FsReadWrite
 
 __all__ = ["FsAccounting", "FsCopyRange", "FsDifferential", "FsFallocate", "FsLargeFiles",
-           "FsNames", "FsOpenFlags", "FsPersistence", "FsReadWrite", "FsSuite", "pattern"]
+           "FsNames", "FsNamespace", "FsOpenFlags", "FsPersistence", "FsReadWrite", "FsSuite",
+           "pattern"]
 
 
-class FsSuite(FsLargeFiles, FsPersistence, FsAccounting, FsFallocate, FsCopyRange, FsNames,
-              FsOpenFlags, FsReadWrite):
+class FsSuite(FsLargeFiles, FsPersistence, FsAccounting, FsFallocate, FsCopyRange,
+              FsNamespace, FsNames, FsOpenFlags, FsReadWrite):
     """Every part: the ready module's class. (pytest collects the bases last to
     first: the small, specific tests run first and the large files last.)"""

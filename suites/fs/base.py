@@ -55,6 +55,17 @@ class _Base:
         """A failure ends with the command that runs the test again."""
         request.node.stash[REPRODUCE] = True
 
+    @staticmethod
+    def make_dir(fs: FileSystem, path: str) -> None:
+        """mkdir, or skip the test: a target whose mkdir raises EOPNOTSUPP (the protocol's
+        answer for a call it does not support) has no directories."""
+        try:
+            fs.mkdir(path)
+        except OSError as exc:
+            if exc.errno != errno.EOPNOTSUPP:
+                raise
+            pytest.skip(f"{type(fs).__name__}.mkdir raises EOPNOTSUPP: it has no directories")
+
     def create(self, fs: FileSystem, path: str, data: bytes) -> int:
         """A new file holding ``data``, open read-write."""
         fd = fs.open(path, RDWR_CREAT | os.O_TRUNC)

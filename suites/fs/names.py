@@ -104,7 +104,7 @@ class FsNames(_Base):
 
     def test_listdir_shows_created_names_and_not_removed_ones(
             self, filesystem: FileSystem) -> None:
-        filesystem.mkdir("d")
+        self.make_dir(filesystem, "d")
         for leaf in ("x", "y", "z"):
             filesystem.close(self.create(filesystem, f"d/{leaf}", b"1"))
         filesystem.unlink("d/x")
@@ -113,7 +113,7 @@ class FsNames(_Base):
 
     def test_rmdir_of_a_non_empty_directory_is_enotempty(
             self, filesystem: FileSystem) -> None:
-        filesystem.mkdir("d")
+        self.make_dir(filesystem, "d")
         filesystem.close(self.create(filesystem, "d/x", b"1"))
         expect_errno(lambda: filesystem.rmdir("d"), errno.ENOTEMPTY, errno.EEXIST)
         filesystem.unlink("d/x")

@@ -104,6 +104,17 @@ class PassThrough:
         return self.inner.stat(path)
 
 
+class WithoutDirectories(PassThrough):
+    """Not a bug: a file system with one flat directory, saying so as the protocol asks
+    (mkdir and rmdir raise EOPNOTSUPP), whose directory tests must skip, not fail."""
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        raise OSError(errno.EOPNOTSUPP, f"mkdir {path}: no directories")
+
+    def rmdir(self, path: str) -> None:
+        raise OSError(errno.EOPNOTSUPP, f"rmdir {path}: no directories")
+
+
 class StaleDataAfterTruncateUp(PassThrough):
     """Truncate down does not zero the rest of the new EOF page; truncating up again from
     that EOF exposes the old bytes (the partial-page zeroing bugs of truncate_setsize

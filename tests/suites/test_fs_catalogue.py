@@ -17,7 +17,8 @@ CATALOGUE = ([f"tests.helpers.fsx_broken:{bug.__name__}.factory" for bug in BUGS
              + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
 # the wrappers' healthy base at one block size: CachedFS itself runs at all of them
 CORRECT = [("tests.helpers.fsx_cachedfs:CachedFS",),
-           ("tests.helpers.fsx_broken:PassThrough.factory", "--folio-block-sizes=4k")]
+           ("tests.helpers.fsx_broken:PassThrough.factory", "--folio-block-sizes=4k"),
+           ("tests.helpers.fsx_broken:WithoutDirectories.factory", "--folio-block-sizes=4k")]
 REPRODUCTION = re.compile(r"(?:reproduce|fsx: replay it): (python -m pytest .*)")
 
 
@@ -38,6 +39,17 @@ def test_a_correct_file_system_passes_the_default_suites(pytester: pytest.Pytest
     result = default_suites(pytester, *args)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     assert result.parseoutcomes()["passed"] > 80
+
+
+def test_a_file_system_without_directories_skips_the_directory_tests(
+        pytester: pytest.Pytester) -> None:
+    result = default_suites(pytester, "tests.helpers.fsx_broken:WithoutDirectories.factory",
+                            "--folio-block-sizes=4k", "-k", "test_fs_semantics", "-rs")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    skipped = re.search(r"SKIPPED \[(\d+)\] .*WithoutDirectories\.mkdir raises EOPNOTSUPP: "
+                        r"it has no directories", result.stdout.str())
+    assert skipped is not None, result.stdout.str()[-3000:]
+    assert int(skipped.group(1)) >= 25
 
 
 @pytest.mark.parametrize("spec", CATALOGUE, ids=[s.split(":")[1] for s in CATALOGUE])
