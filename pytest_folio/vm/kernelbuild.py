@@ -7,10 +7,11 @@ of tree (``O=``), so the source directory is only read. The result (bzImage, the
 modules installed under ``mods/``, and the build directory itself, which is what
 ``make -C DIR M=...`` builds modules against) is cached under ``CACHE/built-kernels/KEY``,
 KEY a hash of the configuration and of the tree: ``git rev-parse HEAD`` plus ``git diff``
-for a git checkout, else every file's path, size and modification time. The build runs in
-``KEY.building`` beside it and is renamed only when it finished: a build that is stopped or
-fails keeps its objects there, and the next run with the same tree and configuration
-resumes it (make rebuilds only what is missing) instead of starting from nothing.
+for a git checkout, else every file's path, size and modification time. The kernel is
+built in that directory, never moved (its build directory's Makefile names its own path,
+which every later ``make -C DIR M=...`` follows), and ``done`` is written last: a build
+that is stopped or fails keeps its objects, and the next run with the same tree and
+configuration resumes it (make rebuilds only what is missing) instead of starting again.
 """
 
 from __future__ import annotations
@@ -158,27 +159,24 @@ def _last_line(log: Path) -> str:
 
 
 def _build(src: Path, entry: Path, progress: Progress, jobs: int) -> None:
-    """Configure, build and install into ``entry``'s work directory, then publish it."""
-    work = entry.with_name(f"{entry.name}.building")
-    resumed = (work / "configured").is_file()
-    work.mkdir(exist_ok=True)
-    log = work / "build.log"
-    fragment = work / "vm.config"
+    """Configure, build and install the kernel in ``entry``; ``done`` marks it finished."""
+    resumed = (entry / "configured").is_file()
+    entry.mkdir(exist_ok=True)
+    log = entry / "build.log"
+    fragment = entry / "vm.config"
     fragment.write_text(VM_CONFIG)
-    out = work / "build"
-    base = ["-C", str(src.resolve()), f"O={out}"]
+    base = ["-C", str(src.resolve()), f"O={entry / 'build'}"]
     progress(f"{'resuming the stopped build of' if resumed else 'building'} kernel {src} "
              f"once for the VM (minimal configuration, -j{jobs}; log: {log})")
     if not resumed:
         _make([*base, f"KCONFIG_ALLCONFIG={fragment}", "allnoconfig"], log, progress,
               "configuring the kernel")
-        (work / "configured").write_text("")
+        (entry / "configured").write_text("")
     _make([*base, f"-j{jobs}", "bzImage", "modules"], log, progress, "building the kernel")
-    shutil.rmtree(work / "mods", ignore_errors=True)
-    _make([*base, f"INSTALL_MOD_PATH={work / 'mods'}", "modules_install"], log, progress,
+    shutil.rmtree(entry / "mods", ignore_errors=True)
+    _make([*base, f"INSTALL_MOD_PATH={entry / 'mods'}", "modules_install"], log, progress,
           "installing its modules")
-    (work / "done").write_text("built\n")
-    work.rename(entry)
+    (entry / "done").write_text("built\n")
 
 
 def build_kernel(src: Path, cache_root: Path, progress: Progress,

@@ -69,6 +69,7 @@ def test_build_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], arg
 FAKE_KBUILD = """\
 allnoconfig:
 \tmkdir -p $(O) && cp $(KCONFIG_ALLCONFIG) $(O)/.config && echo configured >> $(O)/../runs
+\techo "KBUILD_OUTPUT = $(O)" > $(O)/Makefile
 bzImage:
 \tmkdir -p $(O)/arch/x86/boot
 \ttest -f $(O)/object.o && echo resumed >> $(O)/../runs || echo fresh >> $(O)/../runs
@@ -90,12 +91,24 @@ def test_a_stopped_build_resumes_where_it_stopped(tmp_path: Path) -> None:
     (tmp_path / "stop").write_text("")  # the first build fails after its first object
     with pytest.raises(VMError, match="building the kernel failed"):
         build_kernel(src, cache, lambda m: None)
-    work = cache / "built-kernels" / f"{build_key(src)}.building"
-    assert (work / "build" / "object.o").is_file()  # kept, not thrown away
+    entry = cache / "built-kernels" / build_key(src)
+    assert (entry / "build" / "object.o").is_file()  # kept, not thrown away
+    assert not (entry / "done").exists()
     (tmp_path / "stop").unlink()
     said: list[str] = []
     kernel, _ = build_kernel(src, cache, said.append)
-    assert (cache / "built-kernels" / build_key(src) / "runs").read_text().split() == [
-        "configured", "fresh", "resumed"]
-    assert not work.exists() and kernel.release == "9.9.9"
+    assert (entry / "runs").read_text().split() == ["configured", "fresh", "resumed"]
+    assert kernel.release == "9.9.9" and (entry / "done").is_file()
     assert any(line.startswith("resuming the stopped build") for line in said)
+
+
+def test_the_build_directory_stays_where_it_was_configured(tmp_path: Path) -> None:
+    """Its Makefile names its own path (KBUILD_OUTPUT): modules built later against it
+    follow that path, so the directory must not be moved once configured."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Makefile").write_text(FAKE_KBUILD)
+    (src / "Kconfig").write_text("")
+    _, source = build_kernel(src, tmp_path / "cache", lambda m: None)
+    named = (source.headers / "Makefile").read_text().split("= ", 1)[1].strip()
+    assert Path(named) == source.headers and source.headers.is_dir()
