@@ -19,6 +19,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.vm import VMError
 
 MARK = "@@folio-vm"
@@ -148,9 +149,11 @@ def disk_lines(disks: list[GuestDisk]) -> list[str]:
     lines = [f"mount -t tracefs tracefs {TRACING} 2>/dev/null"]
     for d in disks:
         what = f"disk {d.serial} (logical block size {d.logical_block_size})"
+        hint = ("; a logical block above PAGE_SIZE needs CONFIG_TRANSPARENT_HUGEPAGE"
+                if d.logical_block_size > PAGE_SIZE else "")
         lines += [
             f"dev=$(disk {q(d.serial)}); [ -n \"$dev\" ] || fail \"no {what}: $(dmesg"
-            " | grep -i -e virtio_blk -e 'block size' | tail -n 1)\"",
+            f" | grep -i -e virtio_blk -e 'block size' | tail -n 1){hint}\"",
             f"lbs=$(cat /sys/block/$dev/queue/logical_block_size); "
             f"[ \"$lbs\" = {d.logical_block_size} ] || fail \"/dev/$dev has logical block "
             f"size $lbs, not {d.logical_block_size}\"",

@@ -31,6 +31,9 @@ from pytest_folio.vm.source import KernelSource
 
 # What the guest needs and what the suites test; everything else stays off. brd, mtd,
 # block2mtd and the mtd tests are modules so that --patch/--driver can replace them.
+# TRANSPARENT_HUGEPAGE: without it a block device takes no logical block above PAGE_SIZE
+# (BLK_MAX_BLOCK_SIZE), so there would be no 16K/64K folio devices; the tracers give the
+# filemap tracepoint that confirms each device's folio sizes.
 VM_CONFIG = """\
 CONFIG_64BIT=y
 CONFIG_SMP=y
@@ -98,6 +101,9 @@ CONFIG_MTD_TESTS=m
 CONFIG_XFS_FS=m
 CONFIG_MAGIC_SYSRQ=y
 CONFIG_DEBUG_KERNEL=y
+CONFIG_TRANSPARENT_HUGEPAGE=y
+CONFIG_FTRACE=y
+CONFIG_ENABLE_DEFAULT_TRACERS=y
 """
 
 PROGRESS_EVERY = 30.0  # seconds between progress lines of a kernel build

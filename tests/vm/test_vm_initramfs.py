@@ -184,3 +184,13 @@ def test_find_busybox_wants_a_static_one(tmp_path: Path, monkeypatch: pytest.Mon
 def test_quoted_env_values() -> None:
     script = init_script(job(env={"PYTHONPATH": "/a b", "HOME": "/h"}))
     assert shlex.quote("PYTHONPATH=/a b") in script
+
+
+def test_a_missing_large_block_disk_names_the_config_it_needs() -> None:
+    """virtio_blk refuses a logical block above PAGE_SIZE on a kernel without THP."""
+    large = "\n".join(initramfs.disk_lines([GuestDisk("folio-mtd-16K", 16384,
+                                                      mtd="/dev/mtd1", erasesize=131072)]))
+    small = "\n".join(initramfs.disk_lines([GuestDisk("folio-mtd-4K", 4096,
+                                                      mtd="/dev/mtd0", erasesize=131072)]))
+    assert "needs CONFIG_TRANSPARENT_HUGEPAGE" in large
+    assert "CONFIG_TRANSPARENT_HUGEPAGE" not in small

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.vm import VMError
+from pytest_folio.vm.disks import MAX_BDEV_ORDER
 from pytest_folio.vm.kernel import REQUIRED_MODULES
 from pytest_folio.vm.kernelbuild import VM_CONFIG, build_kernel, build_key, tree_hash
 
@@ -21,6 +22,13 @@ def test_the_configuration_has_every_option_the_guest_needs() -> None:
     for option in ("CONFIG_MTD_BLOCK2MTD", "CONFIG_MTD_TESTS", "CONFIG_BLK_DEV_RAM"):
         assert options[option] == "m", option
     assert options["CONFIG_XFS_FS"] == "m" and options["CONFIG_PVH"] == "y"
+
+
+def test_the_configuration_gives_block_devices_large_folios() -> None:
+    """Without THP, BLK_MAX_BLOCK_SIZE is PAGE_SIZE: virtio_blk refuses a 16K disk."""
+    options = dict(line.split("=", 1) for line in VM_CONFIG.splitlines())
+    assert MAX_BDEV_ORDER > 0 and options["CONFIG_TRANSPARENT_HUGEPAGE"] == "y"
+    assert options["CONFIG_FTRACE"] == "y" and options["CONFIG_ENABLE_DEFAULT_TRACERS"] == "y"
 
 
 def test_a_plain_trees_hash_follows_its_files(tmp_path: Path) -> None:
