@@ -2,6 +2,7 @@
 
     python benchmarks/block2mtd.py [--size 256M] [--passes 3] [--orders 0,2,4] [--clock cpu]
     python benchmarks/block2mtd.py --opcodes [--orders 0,2,4]
+    python benchmarks/block2mtd.py --profile [--size 64M] [--orders 0,4]
 
 It builds one device per path and folio size, warms the page caches with a write pass,
 then alternates timed passes of every path and size over the whole device (eraseblock
@@ -13,6 +14,9 @@ folio size (the kernel's does not).
 ``--opcodes`` prints instead what one eraseblock costs in Python bytecodes and calls
 (counted with ``sys.settrace``), the cost shape without the clock: the same on any
 machine at any load, where the timed figures want a quiet one.
+
+``--profile`` runs one pass of every row, path and size under cProfile instead and
+prints the functions that take the most time themselves: what bounds a row.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
+
+from profiling import print_profile
 
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.model.constants import PAGE_SIZE
@@ -97,10 +103,7 @@ def print_bytecodes(orders: list[int], erasesize: int, pattern: bytes) -> None:
         for api, dev in devs.items():
             rows = passes(dev, pattern)
             for name, run in rows.items():
-                if name.startswith("Eraseblock write"):
-                    rows["Erase, already erased"]()      # write into an erased block
-                elif name == "Erase, blocks hold data":
-                    next(iter(rows.values()))()          # erase a block holding data
+                prepare(rows, list(rows), name)
                 before = dev.stats.snapshot()
                 ops, calls = bytecodes(run)
                 change = dev.stats.delta(before)
@@ -113,6 +116,24 @@ def print_bytecodes(orders: list[int], erasesize: int, pattern: bytes) -> None:
                   f"{by_api['folio']:>21}")
 
 
+def prepare(rows: dict[str, Callable[[], None]], names: list[str], name: str) -> None:
+    """As mtd_speedtest: write into erased blocks, erase blocks holding data."""
+    if name == names[0]:
+        rows["Erase, already erased"]()
+    elif name == "Erase, blocks hold data":
+        rows[names[0]]()
+
+
+def profile_rows(devs: dict[tuple[int, str], Block2MTD], names: list[str],
+                 pattern: bytes) -> None:
+    """One pass of every row, path and size under cProfile, its top functions each."""
+    for name in names:
+        for (order, api), dev in devs.items():
+            rows = passes(dev, pattern)
+            prepare(rows, names, name)
+            print_profile(f"{name}, {format_size(PAGE_SIZE << order)}, {api}", rows[name])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="256M")
@@ -121,6 +142,8 @@ def main() -> None:
     parser.add_argument("--orders", default="0,2,4")
     parser.add_argument("--opcodes", action="store_true",
                         help="count bytecodes per eraseblock instead of timing passes")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile one pass of each row instead of timing passes")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this thread's CPU time, what a busy machine inflates least")
     args = parser.parse_args()
@@ -140,16 +163,15 @@ def main() -> None:
     for dev in devs.values():      # populate the page cache: every pass below is warm
         passes(dev, pattern)[f"Eraseblock write ({format_kib(erasesize)})"]()
     names = list(passes(devs[orders[0], "page"], pattern))
+    if args.profile:
+        profile_rows(devs, names, pattern)
+        return
     best: dict[tuple[str, int, str], float] = {}
     for name in names:
         for _ in range(args.passes):
             for (order, api), dev in devs.items():   # every path and size in turn
                 rows = passes(dev, pattern)
-                # as mtd_speedtest: write into erased blocks, erase blocks holding data
-                if name == names[0]:
-                    rows["Erase, already erased"]()
-                elif name == "Erase, blocks hold data":
-                    rows[names[0]]()
+                prepare(rows, names, name)
                 ms = timed(rows[name], clock)
                 best[name, order, api] = min(best.get((name, order, api), float("inf")), ms)
     print(f"{'Test':<30} {'Folio':>5} {'page':>9} {'folio':>9} {'change':>8}")

@@ -17,22 +17,33 @@ reproduced, and :meth:`Block2MTD.drop_folio_before_lock` opens the window for th
 
 What a path costs per page is independent of the folio's size, as in the kernel: the page
 path looks every page up (one probe for any page of a folio) and copies it; the folio
-path looks up and copies each folio once. A read of cached pages runs its lookups and
-copies in C (:meth:`Block2MTD._read_batch`), so that the Python interpreter's cost per
-lookup stays below a page copy's, as the kernel's does, and the base-vs-patched shape of
-the seed's table comes out; writes and erases lock each step, so they loop.
+path looks up and copies each folio once. An operation on cached pages runs its lookups,
+compares and copies in C as one batch (:meth:`Block2MTD._gather`), so that the Python
+interpreter's cost per lookup stays below a page copy's, as the kernel's does, and the
+base-vs-patched shape of the seed's table comes out. Where a batch cannot stand for the
+driver's steps (a page to read in, a folio someone holds locked, a fault about to be
+injected between lookup and lock) the operation loops step by step as the driver does;
+both ways leave the same bytes, dirty folios and counters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from itertools import cycle, islice, repeat
-from operator import and_, attrgetter, getitem
+from collections import deque
+from collections.abc import Callable
+from io import BytesIO
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, not_
 from typing import cast
 
 from pytest_folio.model.blockdev import BlockDevice
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.folio import Folio, folio_lock, folio_put, folio_unlock
+from pytest_folio.model.folio import (
+    Folio,
+    folio_lock,
+    folio_page_views,
+    folio_put,
+    folio_unlock,
+)
 from pytest_folio.model.page_writeback import folio_mark_dirty
 from pytest_folio.model.pagewrappers import lock_page, put_page, set_page_dirty, unlock_page
 from pytest_folio.model.stats import Stats
@@ -62,9 +73,12 @@ _UNLOCK_PUT_HEADS = unlock_page.compound_heads + put_page.compound_heads
 _ERASED_PAGE = _ERASED_PAGES[1]
 _DATA = attrgetter("data")
 _WHOLE = slice(None)
-# _PAGE_SLICES[order]: where each page of a folio of that order lies in its data
-_PAGE_SLICES = [tuple(slice(k << PAGE_SHIFT, (k + 1) << PAGE_SHIFT) for k in range(1 << order))
-                for order in range(MAX_PAGECACHE_ORDER + 1)]
+_UPTODATE = attrgetter("uptodate")
+_LOCKED = attrgetter("locked")
+_PAGE_VIEWS = attrgetter("page_views")
+# 0xFF over the largest folio: ``_ERASED_ANY.startswith(view)`` is "view is erased", one
+# memcmp without a copy for a step of any size
+_ERASED_ANY = _ERASED_PAGES[1 << MAX_PAGECACHE_ORDER]
 
 
 class Block2MTDStats:
@@ -158,21 +172,28 @@ class Block2MTD:
         mtd_check_read(offset, length, self.size)
         if length == 0:
             return b""
-        data = self._read_batch(offset, offset + length)
-        if data is None:
+        steps = self._gather(offset, offset + length, locking=False)
+        if steps is None:
             buf = bytearray(length)
             self._read_loop(memoryview(buf), offset, length)
             data = bytes(buf)
+        else:
+            self._count_locked_steps(len(steps[0]), 0)        # put_page(page)
+            data = b"".join(steps[1])
         self.stats.model.bytes_copied += length
         return data
 
     def write(self, offset: int, data: bytes) -> None:
         mtd_check_write(offset, len(data), self.size, self.flags, self.name)
-        self._write(bytes(data), offset)
+        data = bytes(data)
+        if data and not self._write_batch(data, offset):
+            self._write(data, offset)
 
     def erase(self, offset: int, length: int) -> None:
         mtd_check_erase(offset, length, self.size, self.flags, self.name)
-        self._erase(offset >> PAGE_SHIFT, length >> PAGE_SHIFT)  # page granular, as the driver
+        index, pages = offset >> PAGE_SHIFT, length >> PAGE_SHIFT  # page granular, as the driver
+        if pages and not self._erase_batch(index, pages):
+            self._erase(index, pages)
 
     def sync(self) -> None:
         self.bdev.sync_blockdev()
@@ -221,48 +242,74 @@ class Block2MTD:
     # reach the stats once per call (exact even when a lookup raises); the lock's (and
     # a retry's) are counted where the lock is taken.
 
-    def _read_batch(self, pos: int, end: int) -> bytes | None:
-        """Bytes [pos, end) when every page is cached in an uptodate folio, gathered as
-        one batch (as filemap_read's folio_batch) whose lookups, one per page or per
-        folio, and copies run in C at a cost per lookup independent of the folio's
-        size; None on a miss, for :meth:`_read_loop` to read the folios in. Nothing can
-        change between the lookups and the copy in a single-threaded model, so the
-        batch takes no references (a folio_get and folio_put per lookup in the kernel)."""
+    def _gather(self, pos: int, end: int, locking: bool
+                ) -> tuple[list[Folio], list[memoryview]] | None:
+        """The steps over bytes [pos, end) as one batch (as filemap_read's folio_batch):
+        each step's folio (one step per page on the page path, per folio on the folio
+        path) and the bytes of it the step covers, gathered by lookups and slices that
+        run in C at a cost per step independent of the folio's size. None when a page
+        is not cached in an uptodate folio of the minimum order or, for a write or an
+        erase (``locking``), a folio is locked or a fault is about to be injected: the
+        step-by-step loop then reads folios in, locks and retries as the driver does.
+
+        Nothing can change between the lookups and the last step in a single-threaded
+        model, so a batch takes no references (a folio_get and folio_put per lookup in
+        the kernel) and locks nothing (folio_lock then folio_unlock of a folio nobody
+        holds, with nothing to drop it between lookup and lock); what those cost in
+        compound_heads its caller counts per step as the loop does. Each looked-up
+        folio is marked accessed and the lookups are counted."""
+        if locking and self.before_lock is not None:
+            return None
         mapping = self.mapping
         mask = mapping._min_mask
+        nr = ~mask + 1                           # pages in a folio of the minimum order
         first, last = pos >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT
-        slices: Iterator[slice]
-        if self.per_page:                        # read_mapping_page() for every page
+        by_page = self.per_page and nr > 1       # steps inside folios
+        if by_page:                              # read_mapping_page() for every page
             # (the probe for a page inside a folio lands on the folio's first page)
-            keys = range(first, last + 1)
-            found = list(map(mapping._folios.get,
-                             keys if mask == -1 else map(and_, keys, repeat(mask))))
-            slices = islice(cycle(_PAGE_SLICES[mapping._min_order]), first & ~mask, None)
-            start_first, start_last = first << PAGE_SHIFT, last << PAGE_SHIFT
+            off, steps = first & ~mask, last - first + 1
+            keys = chain.from_iterable(map(repeat, range(first & mask, last + 1, nr),
+                                           repeat(nr)))
+            found = list(map(mapping._folios.get, islice(keys, off, off + steps)))
+            # each folio once, where its first step is (a page's flags are its folio's)
+            folios = found[:1] + found[nr - off::nr]
         else:                                    # read_mapping_folio() for every folio
-            found = list(map(mapping._folios.get, range(first & mask, last + 1, ~mask + 1)))
-            slices = repeat(_WHOLE)
-            start_first = start_last = 0
-        if None in found:                        # a miss, or a folio above the minimum order
-            return None
-        batch = cast("list[Folio]", found)
-        for folio in batch:
-            if not folio.uptodate:
+            # (or read_mapping_page() for every page, each page a folio)
+            folios = found = list(map(mapping._folios.get, range(first & mask, last + 1, nr)))
+        try:                    # a None (a miss, or a folio above the minimum order) raises
+            if (not all(map(_UPTODATE, folios))
+                    or (locking and any(map(_LOCKED, folios)))):
                 return None
+        except AttributeError:
+            return None
+        batch, heads = cast("tuple[list[Folio], list[Folio]]", (found, folios))
+        for folio in heads:
             folio.referenced = True              # folio_mark_accessed
-        if not self.per_page:
+        views: list[memoryview]
+        if by_page:                              # page_address(page) of every page
+            for folio in heads:
+                if folio.page_views is None:
+                    folio_page_views(folio)
+            views = list(islice(chain.from_iterable(map(_PAGE_VIEWS, heads)), off,
+                                off + steps))
+            start_first, start_last = first << PAGE_SHIFT, last << PAGE_SHIFT
+        else:                                    # folio_address(folio) of every folio
+            views = list(map(_DATA, batch))      # (a page's address, when it is a folio)
             start_first, start_last = batch[0].pos, batch[-1].pos
-        views = cast("list[memoryview]",                          # page_address + offset
-                     list(map(getitem, map(_DATA, batch), slices)))
         if end - start_last != len(views[-1]):   # the ends may be partial
             views[-1] = views[-1][:end - start_last]
         if pos != start_first:
             views[0] = views[0][pos - start_first:]
-        stats = self.stats.model
-        stats.folio_lookups += len(batch)
+        mapping.stats.folio_lookups += len(batch)
+        return batch, views
+
+    def _count_locked_steps(self, steps: int, locked: int) -> None:
+        """A batch's compound_heads, as the loop counts them: on the page path one per
+        step (put_page) and three more per step that locked its page (lock_page,
+        set_page_dirty, unlock_page)."""
         if self.per_page:
-            stats.compound_head += len(batch) * _PUT_HEADS        # put_page(page)
-        return b"".join(views)
+            self.stats.model.compound_head += (steps * _PUT_HEADS
+                                               + locked * (_LOCK_HEADS + _DIRTY_UNLOCK_HEADS))
 
     def _read_loop(self, buf: memoryview, pos: int, length: int) -> None:
         read_mapping_folio = self.mapping.read_mapping_folio
@@ -283,6 +330,71 @@ class Block2MTD:
                 pos += cpylen
         finally:
             self.stats.model.compound_head += heads
+
+    def _write_batch(self, data: bytes, pos: int) -> bool:
+        """:meth:`_write` as one batch (False when :meth:`_gather` cannot make one): each
+        step's bytes compared with ``data`` in place and copied only where they differ,
+        those steps' folios marked dirty; the same bytes, dirty folios and counters as
+        the loop."""
+        steps = self._gather(pos, pos + len(data), locking=True)
+        if steps is None:
+            return False
+        batch, views = steps
+        length = len(data)
+        step = PAGE_SIZE if self.per_page else PAGE_SIZE << self.mapping._min_order
+        # where each step's bytes lie in data: the steps end at page or folio boundaries
+        starts = [0, *range(step - (pos & (step - 1)), length, step), length]
+        changed = list(map(not_, map(data.startswith, views, starts)))
+        if all(changed):            # the usual case: every step copied, in order
+            deque(map(BytesIO(data).readinto, views), 0)
+        else:
+            src = memoryview(data)
+            for view, start in compress(zip(views, starts, strict=False), changed):
+                view[:] = src[start:start + len(view)]
+        for folio in compress(batch, changed):
+            folio.dirty = True                                   # set_page_dirty(page)
+        copied = sum(compress(map(len, views), changed))
+        self.stats.model.bytes_copied += copied
+        self._count_locked_steps(len(batch), sum(changed))
+        return True
+
+    def _erase_batch(self, index: int, pages: int) -> bool:
+        """:meth:`_erase` as one batch (False when :meth:`_gather` cannot make one): the
+        steps that are all 0xFF left alone, the others (on the folio path: their pages
+        that are not all 0xFF) filled, their folios marked dirty; the same bytes, dirty
+        folios and counters as the loop."""
+        steps = self._gather(index << PAGE_SHIFT, (index + pages) << PAGE_SHIFT, locking=True)
+        if steps is None:
+            return False
+        batch, views = steps
+        changed = list(map(not_, map(_ERASED_ANY.startswith, views)))
+        if len(views) == pages:          # steps of one page: a page not erased needs no
+            written = sum(changed)       # second look
+            deque(map(memoryview.__setitem__, compress(views, changed), repeat(_WHOLE),
+                      repeat(_ERASED_PAGE)), 0)
+        else:                            # a second look, page by page, inside each folio
+            written = 0
+            first = index - batch[0].index       # the first step may start inside its folio
+            for folio, view in compress(zip(batch, views, strict=True), changed):
+                # every page's first byte in one copy: a page whose first byte is not
+                # 0xFF is not erased, with no look at the rest (memchr_inv stops there)
+                heads = view[::PAGE_SIZE].tobytes()
+                if 0xFF not in heads:            # no page erased: fill the whole step
+                    view[:] = _ERASED_PAGES[len(heads)]
+                    written += len(heads)
+                    continue
+                start = first if folio is batch[0] else 0
+                for page, head in zip(folio_page_views(folio)[start:start + len(heads)], heads,
+                                      strict=True):
+                    if head != 0xFF or not _ERASED_ANY.startswith(page):
+                        page[:] = _ERASED_PAGE
+                        written += 1
+        for folio in compress(batch, changed):
+            folio.dirty = True                                   # set_page_dirty(page)
+        self._count_locked_steps(len(batch), sum(changed))
+        self.stats.erase_pages_written += written
+        self.stats.erase_pages_skipped += pages - written
+        return True
 
     def _write(self, data: bytes, pos: int) -> None:
         read_mapping_folio = self.mapping.read_mapping_folio

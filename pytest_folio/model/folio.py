@@ -47,6 +47,7 @@ class Folio:
         "memory",
         "nr_pages",
         "order",
+        "page_views",
         "pfn",
         "pos",
         "refcount",
@@ -65,6 +66,7 @@ class Folio:
         self.index = index
         self.pos = index << PAGE_SHIFT
         self.data = memory.page_view(pfn, order)
+        self.page_views: tuple[memoryview, ...] | None = None   # folio_page_views()
         self.mapping: AddressSpace | None = None
         self.uptodate = False
         self.dirty = False
@@ -116,6 +118,18 @@ def folio_put(folio: Folio) -> None:
                            "the caller's left (one put too many)")
     folio.refcount = 0                # the last reference: a folio out of the cache
     folio.memory.free_pages(folio.pfn, folio.order)
+
+
+def folio_page_views(folio: Folio) -> tuple[memoryview, ...]:
+    """page_address() of every page of the folio, in order: made on first use and kept
+    with the folio, as the kernel's struct pages are there for every page all along (so
+    a caller walking a folio page by page pays for a page what it pays at any order)."""
+    views = folio.page_views
+    if views is None:
+        data = folio.data
+        folio.page_views = views = tuple(data[k:k + PAGE_SIZE]
+                                         for k in range(0, folio.size, PAGE_SIZE))
+    return views
 
 
 def folio_mark_uptodate(folio: Folio) -> None:

@@ -204,6 +204,48 @@ def test_both_paths_are_byte_identical(make: Make, order: int) -> None:
         assert page[counter] == folio[counter], counter
 
 
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("api", APIS)
+def test_a_batch_leaves_what_the_step_by_step_loop_leaves(make: Make, api: str,
+                                                          order: int) -> None:
+    """Writes and erases of cached pages run as one batch; with a hook between lookup
+    and lock (here one that does nothing) they loop step by step as the driver does.
+    Both leave the same bytes, dirty folios and counters."""
+    batched, looped = make(api, order), make(api, order)
+    looped.before_lock = lambda folio: None
+
+    def no_loop(*args: object) -> None:
+        raise AssertionError("a cached, unlocked range looped instead of batching")
+
+    rng = random.Random(2000 + order)
+    for dev in (batched, looped):
+        dev.read(0, SIZE)                     # every page cached: every op can batch
+    batched._write = batched._erase = no_loop  # type: ignore[method-assign,assignment]
+    for _ in range(150):
+        op = rng.choice(["write", "rewrite", "erase", "sync"])
+        if op in ("write", "rewrite"):
+            offset = rng.randrange(SIZE)
+            length = rng.randrange(1, min(SIZE - offset, 2 * EBS) + 1)
+            data = bytearray(rng.randbytes(length))
+            if op == "rewrite":               # what is there, one byte changed
+                data[:] = batched.read(offset, length)
+                assert looped.read(offset, length) == data
+                data[rng.randrange(length)] ^= 0x5A
+            for dev in (batched, looped):
+                dev.write(offset, bytes(data))
+        elif op == "erase":
+            block = rng.randrange(SIZE // EBS)
+            count = rng.randrange(1, SIZE // EBS - block + 1)
+            for dev in (batched, looped):
+                dev.erase(block * EBS, count * EBS)
+        else:
+            for dev in (batched, looped):
+                dev.sync()
+        assert _dirty(batched) == _dirty(looped), op
+    assert batched.read(0, SIZE) == looped.read(0, SIZE)
+    assert batched.stats.snapshot() == looped.stats.snapshot()
+
+
 # -- compound_head: what the conversion removes -------------------------------------
 
 def _compound_heads_per_pass(dev: Block2MTD) -> dict[str, int]:
