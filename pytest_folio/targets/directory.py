@@ -52,6 +52,9 @@ _libc.munmap.restype = ctypes.c_int
 _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.msync.restype = ctypes.c_int
 _MAP_FAILED = ctypes.c_void_p(-1).value
+# looked up once: an attribute of a CDLL is a lookup on every use
+_mmap, _munmap, _msync = _libc.mmap, _libc.munmap, _libc.msync
+_memmove, _string_at = ctypes.memmove, ctypes.string_at
 
 PROBE_NAME = ".folio-probe"
 
@@ -114,8 +117,10 @@ def check_room_for_mapping(fd: int, offset: int, length: int, *, write: bool) ->
         return
     start = offset - offset % PAGE_SIZE
     end = -(-(offset + length) // PAGE_SIZE) * PAGE_SIZE
-    need = end - start if write else _hole_bytes(fd, start, end)
     room = vfs.f_bavail * vfs.f_frsize
+    if room >= end - start:  # room for every page: the holes among them need not be found
+        return
+    need = end - start if write else _hole_bytes(fd, start, end)
     if need and room < need:
         raise OSError(errno.ENOSPC,
                       f"mapped {'write' if write else 'read'} of {length} bytes at {offset} "
@@ -123,23 +128,20 @@ def check_room_for_mapping(fd: int, offset: int, length: int, *, write: bool) ->
                       f"(a fault it cannot back is SIGBUS): {os.strerror(errno.ENOSPC)}")
 
 
-@contextmanager
-def _mapping(fd: int, offset: int, length: int, prot: int) -> Iterator[tuple[int, int]]:
-    """Map the pages covering [offset, offset + length); yield (address, offset in map).
+def _map(fd: int, offset: int, length: int, prot: int) -> tuple[int, int, int]:
+    """Map the pages covering [offset, offset + length): (address, mapped length, offset
+    of ``offset`` in the mapping); the caller unmaps it with ``_munmap(address, length)``.
 
     mmap(2) itself accepts a range past EOF (it fails with EACCES, ENODEV... first), so
     the caller checks the range inside the mapping, before touching it."""
     if offset < 0:
         raise OSError(errno.EINVAL, f"mapped access at negative offset {offset}")
-    start = offset - offset % PAGE_SIZE
-    size = offset + length - start
-    addr = _libc.mmap(None, size, prot, MAP_SHARED, fd, start)
+    skip = offset % PAGE_SIZE
+    size = length + skip
+    addr = _mmap(None, size, prot, MAP_SHARED, fd, offset - skip)
     if addr is None or addr == _MAP_FAILED:
-        _raise_errno(f"mmap(offset={start}, length={size})")
-    try:
-        yield addr, offset - start
-    finally:
-        _libc.munmap(addr, size)
+        _raise_errno(f"mmap(offset={offset - skip}, length={size})")
+    return addr, size, skip
 
 
 class DirectoryFS:
@@ -258,21 +260,28 @@ class DirectoryFS:
         if length == 0:
             self._fd(fd)
             return b""
-        with _mapping(self._fd(fd), offset, length, PROT_READ) as (addr, skip):
+        addr, size, skip = _map(self._fd(fd), offset, length, PROT_READ)
+        try:
             check_mapped_range(offset, length, os.fstat(fd).st_size)
             check_room_for_mapping(fd, offset, length, write=False)
-            return ctypes.string_at(addr + skip, length)
+            return _string_at(addr + skip, length)
+        finally:
+            _munmap(addr, size)
 
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
-        if not data:
+        length = len(data)
+        if not length:
             self._fd(fd)
             return
-        with _mapping(self._fd(fd), offset, len(data), PROT_READ | PROT_WRITE) as (addr, skip):
-            check_mapped_range(offset, len(data), os.fstat(fd).st_size)
-            check_room_for_mapping(fd, offset, len(data), write=True)
-            ctypes.memmove(addr + skip, bytes(data), len(data))
-            if _libc.msync(addr, skip + len(data), MS_SYNC) != 0:
-                _raise_errno(f"msync(offset={offset - skip}, length={skip + len(data)})")
+        addr, size, skip = _map(self._fd(fd), offset, length, PROT_READ | PROT_WRITE)
+        try:
+            check_mapped_range(offset, length, os.fstat(fd).st_size)
+            check_room_for_mapping(fd, offset, length, write=True)
+            _memmove(addr + skip, bytes(data), length)
+            if _msync(addr, size, MS_SYNC) != 0:
+                _raise_errno(f"msync(offset={offset - skip}, length={size})")
+        finally:
+            _munmap(addr, size)
 
     def drop_caches(self, path: str) -> None:
         """Drop the file's clean cached pages (POSIX_FADV_DONTNEED, which also starts

@@ -6,26 +6,38 @@ import random
 
 import pytest
 
-from pytest_folio.fsx.model import PATTERN_CACHE_AFTER, DataPattern, FileModel
+from pytest_folio.fsx.model import PATTERN_CACHE_BYTES, PATTERN_CHUNK, DataPattern, FileModel
+
+
+def _gendata(original: bytes, testcalls: int, offset: int, size: int) -> bytes:
+    """fsx's gendata(), a byte at a time."""
+    c = testcalls % 256
+    return bytes((c + (original[i] if i % 2 else 0)) & 0xFF for i in range(offset, offset + size))
 
 
 def test_gendata_even_bytes_are_the_op_number_odd_bytes_add_the_seeded_byte() -> None:
     original = random.Random(1).randbytes(512)
     pattern = DataPattern(original)
-    for testcalls in range(PATTERN_CACHE_AFTER + 3):  # computed, then from the cache
-        got = pattern.get(300 + testcalls, 3, 9)
-        c = (300 + testcalls) % 256
-        assert got == bytes((c + (original[i] if i % 2 else 0)) & 0xFF for i in range(3, 12))
+    for testcalls in range(3):
+        assert pattern.get(300 + testcalls, 3, 9) == _gendata(original, 300 + testcalls, 3, 9)
 
 
-
-def test_gendata_is_the_same_once_the_whole_pattern_is_built() -> None:
-    original = random.Random(2).randbytes(512)
+@pytest.mark.parametrize("offset, size", [
+    (0, PATTERN_CHUNK), (1, 9), (PATTERN_CHUNK - 3, 7), (5, 3 * PATTERN_CHUNK),
+    (2 * PATTERN_CHUNK, PATTERN_CHUNK + 1), (4 * PATTERN_CHUNK - 1, 1)])
+def test_gendata_is_the_same_from_kept_chunks_and_across_their_edges(
+        offset: int, size: int) -> None:
+    original = random.Random(2).randbytes(4 * PATTERN_CHUNK)
     pattern = DataPattern(original)
-    pattern.get(7, 0, 512 * PATTERN_CACHE_AFTER + 1)  # asks enough to have it built
-    for offset, size in ((0, 512), (1, 9), (100, 300), (511, 1)):
-        assert pattern.get(7, offset, size) == bytes(
-            (7 + (original[i] if i % 2 else 0)) & 0xFF for i in range(offset, offset + size))
+    first = pattern.get(7, offset, size)      # translates the chunks it covers
+    assert pattern.get(7, offset, size) == first == _gendata(original, 7, offset, size)
+    assert pattern.get(263, offset, size) == first  # 263 % 256 == 7: the kept chunks
+
+
+def test_gendata_past_the_pattern_cache_translates_each_write() -> None:
+    original = random.Random(3).randbytes(PATTERN_CACHE_BYTES // 256 + 2)
+    pattern = DataPattern(original)
+    assert pattern.get(9, 11, 300) == _gendata(original, 9, 11, 300)
 
 
 def test_write_past_eof_zero_fills_the_hole() -> None:
