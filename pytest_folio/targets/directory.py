@@ -144,6 +144,13 @@ def _map(fd: int, offset: int, length: int, prot: int) -> tuple[int, int, int]:
     return addr, size, skip
 
 
+def _file_size(fd: int) -> int:
+    """The size of the file open at ``fd``, by lseek(SEEK_END) (a plain integer: no
+    stat result built). It moves the file offset, which no call here uses: they all
+    take their offsets."""
+    return os.lseek(fd, 0, os.SEEK_END)
+
+
 class DirectoryFS:
     """The FileSystem protocol over a real directory: paths are relative to ``root``."""
 
@@ -244,7 +251,9 @@ class DirectoryFS:
         os.ftruncate(self._fd(fd), length)
 
     def fstat(self, fd: int) -> os.stat_result:
-        return os.fstat(self._fd(fd))
+        if fd not in self._fds:  # self._fd(fd) in line: fsx calls this after every operation
+            self._fd(fd)
+        return os.fstat(fd)
 
     def fsync(self, fd: int) -> None:
         os.fsync(self._fd(fd))
@@ -262,7 +271,7 @@ class DirectoryFS:
             return b""
         addr, size, skip = _map(self._fd(fd), offset, length, PROT_READ)
         try:
-            check_mapped_range(offset, length, os.fstat(fd).st_size)
+            check_mapped_range(offset, length, _file_size(fd))
             check_room_for_mapping(fd, offset, length, write=False)
             return _string_at(addr + skip, length)
         finally:
@@ -275,7 +284,7 @@ class DirectoryFS:
             return
         addr, size, skip = _map(self._fd(fd), offset, length, PROT_READ | PROT_WRITE)
         try:
-            check_mapped_range(offset, length, os.fstat(fd).st_size)
+            check_mapped_range(offset, length, _file_size(fd))
             check_room_for_mapping(fd, offset, length, write=True)
             _memmove(addr + skip, bytes(data), length)
             if _msync(addr, size, MS_SYNC) != 0:
