@@ -40,6 +40,17 @@ class FsNamespace(_Base):
         got = errno_of(lambda: fs.stat(path))
         assert got == errno.ENOENT, f"stat({path!r}) after it went: {name(got)}, not ENOENT"
 
+    # -- what stat says (the tests below rely on it) ---------------------------------------
+    def test_stat_of_a_directory_is_s_isdir(self, filesystem: FileSystem) -> None:
+        self.make_dir(filesystem, "d")
+        mode = filesystem.stat("d").st_mode
+        assert stat.S_ISDIR(mode), f"st_mode {mode:#o} is not a directory's"
+
+    def test_stat_of_a_file_is_s_isreg(self, filesystem: FileSystem) -> None:
+        self.file(filesystem, "f", 56)
+        mode = filesystem.stat("f").st_mode
+        assert stat.S_ISREG(mode), f"st_mode {mode:#o} is not a regular file's"
+
     # -- rename ---------------------------------------------------------------------------
     def test_rename_of_a_file_onto_itself_changes_nothing(
             self, filesystem: FileSystem) -> None:
@@ -252,7 +263,7 @@ class FsNamespace(_Base):
         self.assert_file(filesystem, "f", files["f"])
         self.assert_file(filesystem, "e/f", files["e/f"])
 
-    # -- rmdir, unlink, open, listdir, stat ----------------------------------------------------
+    # -- rmdir, unlink, open, listdir ----------------------------------------------------------
     def test_rmdir_of_a_file_is_enotdir(self, filesystem: FileSystem) -> None:
         self.make_dir(filesystem, "d")
         data = self.file(filesystem, "f", 53)
@@ -290,13 +301,3 @@ class FsNamespace(_Base):
     def test_listdir_of_a_file_is_enotdir(self, filesystem: FileSystem) -> None:
         self.file(filesystem, "f", 55)
         expect_errno(lambda: filesystem.listdir("f"), errno.ENOTDIR)
-
-    def test_stat_of_a_directory_is_s_isdir(self, filesystem: FileSystem) -> None:
-        self.make_dir(filesystem, "d")
-        mode = filesystem.stat("d").st_mode
-        assert stat.S_ISDIR(mode), f"st_mode {mode:#o} is not a directory's"
-
-    def test_stat_of_a_file_is_s_isreg(self, filesystem: FileSystem) -> None:
-        self.file(filesystem, "f", 56)
-        mode = filesystem.stat("f").st_mode
-        assert stat.S_ISREG(mode), f"st_mode {mode:#o} is not a regular file's"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import (
@@ -679,6 +680,211 @@ class PunchHoleFreesThePartialBlocks(CachedFS):
         self.drop_folios(inode, start // bs, -(-end // bs) - 1)
 
 
+# -- the namespace: a store keyed by path, the way such file systems are written ----------
+class RenameUnlinksTheTargetFirst(CachedFS):
+    """rename removes an existing target file first and then moves the source (not
+    atomic): rename(a, a) deletes a."""
+
+    def rename(self, src: str, dst: str) -> None:
+        name, target = self.find(dst)
+        if target is not None and not target.is_dir:
+            self.drop_link(name)
+        super().rename(src, dst)
+
+
+class RenameLeavesTheChildrenBehind(CachedFS):
+    """rename of a directory moves only the directory's own name: the names under it stay
+    keyed by the old path, so its files are not found under the new one."""
+
+    def subtree(self, path: str) -> list[str]:
+        return [path]
+
+
+class RenameLeavesTheChildrenLinked(CachedFS):
+    """rename of a directory links its files under the new path but never removes the old
+    keys: a new directory of the old name shows them again."""
+
+    def rename(self, src: str, dst: str) -> None:
+        old = self.resolve(src)
+        below = {n: i for n, i in self.names.items() if n.startswith(old + "/")}
+        super().rename(src, dst)
+        self.names.update(below)
+
+
+class RenameMovesNamesSharingThePrefix(CachedFS):
+    """rename of a directory moves every name that starts with its path, separator or not:
+    renaming ``d`` also renames ``dd`` and ``d.txt``."""
+
+    def subtree(self, path: str) -> list[str]:
+        return [n for n in self.names if n.startswith(path)]
+
+
+class IntoItselfCheckedOneLevelDeep(CachedFS):
+    """The into-itself check compares the target's parent with the source, not every
+    ancestor: a directory moves into its own grandchild."""
+
+    @staticmethod
+    def inside(new: str, old: str) -> bool:
+        return posixpath.dirname(new) == old
+
+
+class IntoItselfCheckWithoutTheSeparator(CachedFS):
+    """The into-itself check compares path strings without the separator: renaming
+    ``d`` to ``dd`` is refused with EINVAL."""
+
+    @staticmethod
+    def inside(new: str, old: str) -> bool:
+        return new != old and new.startswith(old)
+
+
+class RenameIgnoresTheTargetsType(CachedFS):
+    """rename checks that a directory target is empty but not that it is the source's
+    type: a file replaces an empty directory, a directory replaces a file."""
+
+    def may_replace(self, inode: Inode, target: Inode, new: str) -> None:
+        if target.is_dir and self.listdir(new):
+            raise OSError(errno.ENOTEMPTY, new)
+
+
+class RenameOverANonEmptyDirectory(CachedFS):
+    """rename checks the target's type but not that a directory target is empty: its
+    files end up inside the directory that replaced it."""
+
+    def may_replace(self, inode: Inode, target: Inode, new: str) -> None:
+        if target.is_dir != inode.is_dir:
+            raise OSError(errno.EISDIR if target.is_dir else errno.ENOTDIR, new)
+
+
+class RenameRefusesAnEmptyDirectory(CachedFS):
+    """rename refuses every existing directory target (link(2)'s EEXIST), though an
+    empty one must be replaced."""
+
+    def may_replace(self, inode: Inode, target: Inode, new: str) -> None:
+        super().may_replace(inode, target, new)
+        if target.is_dir:
+            raise OSError(errno.EEXIST, new)
+
+
+class DirectoryRenameCopiesItsFiles(CachedFS):
+    """A directory's files are moved by copying each to a new inode and freeing the old
+    one (as mv does between file systems): a descriptor opened before the move is left on
+    the nameless old copy, and what it writes never reaches the file."""
+
+    def rename(self, src: str, dst: str) -> None:
+        super().rename(src, dst)
+        new = self.resolve(dst)
+        for name in self.subtree(new):
+            inode = self.names[name]
+            if name != new and not inode.is_dir:
+                copy = self.names[name] = Inode(next(self._ino), size=inode.size)
+                self.write_range(copy, self.read_range(inode, 0, inode.size), 0)
+                inode.nlink = 0
+                self.iput(inode)
+        self.forget(new)
+
+
+class MkdirOverAFile(CachedFS):
+    """mkdir looks for an existing directory of the name, not a file: the file is
+    replaced by an empty directory."""
+
+    def taken(self, name: str) -> bool:
+        inode = self.names.get(name)
+        return inode is not None and inode.is_dir
+
+
+class NoPathWalk(CachedFS):
+    """Names are the keys of one dict and the directories on the way are never looked
+    up: mkdir and create succeed under a directory that does not exist."""
+
+    @staticmethod
+    def walk_into(parent: Inode | None, path: str) -> None:
+        return None
+
+
+class FileTakenForADirectory(CachedFS):
+    """The path walk checks that each directory on the way exists, not that it is one: a
+    name is created under a file."""
+
+    @staticmethod
+    def walk_into(parent: Inode | None, path: str) -> None:
+        if parent is None:
+            raise OSError(errno.ENOENT, path)
+
+
+class RmdirRemovesAFile(CachedFS):
+    """rmdir and unlink share one remove that never checks the type: rmdir of a file
+    unlinks it."""
+
+    def rmdir(self, path: str) -> None:
+        name, inode = self.find(path)
+        if inode is not None and not inode.is_dir:
+            self.drop_link(name)
+            return
+        super().rmdir(path)
+
+
+class RmdirOfAMissingNameSucceeds(CachedFS):
+    """rmdir of a name that is not there succeeds (a ``pop(name, None)``)."""
+
+    def rmdir(self, path: str) -> None:
+        if self.names.get(self.resolve(path)) is not None:
+            super().rmdir(path)
+
+
+class UnlinkRemovesADirectory(CachedFS):
+    """unlink removes a directory's name too, orphaning the files in it."""
+
+    def unlink(self, path: str) -> None:
+        name, inode = self.find(path)
+        if inode is not None and inode.is_dir:
+            self.drop_link(name)
+            return
+        super().unlink(path)
+
+
+class DirectoryOpensForWriting(CachedFS):
+    """open refuses a directory only with O_CREAT or O_TRUNC, not for O_WRONLY or O_RDWR:
+    the access mode is left out of the check."""
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags & ~os.O_ACCMODE, mode)
+        self.fds[fd].flags = flags
+        return fd
+
+
+class ListdirOfAFileIsEmpty(CachedFS):
+    """listdir collects the names under the path and never checks that it is a
+    directory: a file lists as an empty directory."""
+
+    def listdir(self, path: str) -> list[str]:
+        inode = self.find(path)[1]
+        if inode is not None and not inode.is_dir:
+            return []
+        return super().listdir(path)
+
+
+class StModeWithoutTheFileType(CachedFS):
+    """st_mode holds the permission bits only, without S_IFDIR or S_IFREG."""
+
+    @staticmethod
+    def st_mode(inode: Inode) -> int:
+        return 0o755 if inode.is_dir else 0o644
+
+
+class DcacheKeyedByTheLastName(CachedFS):
+    """The name cache is keyed by a path's last name, not by its directory too: the same
+    name in two directories finds the file looked up first."""
+
+    def lookup(self, path: str) -> Inode | None:
+        key = path.rsplit("/", 1)[-1]
+        inode = self.dcache.get(key)
+        if inode is None:
+            inode = self.names.get(path)
+            if inode is not None:
+                self.dcache[key] = inode
+        return inode
+
+
 CACHED_BUGS: tuple[type[CachedFS], ...] = (
     EvictionDropsDirtyFolios, WritebackOfTheFirstPageOnly, PartialWriteSkipsTheRead,
     PageSizedWriteCountsAsAWholeFolio, ReadReturnsTheEofFolioTail, ShortReadAtFolioEnd,
@@ -691,7 +897,14 @@ CACHED_BUGS: tuple[type[CachedFS], ...] = (
     CollapseRangeReachingEofAccepted, ShiftAlignedToPagesNotBlocks, StBlocksInPageUnits,
     StBlocksMissTheDirtyFolios, TruncateKeepsTheBlocks, TruncateZeroesToThePageEnd,
     MappedStoresNotDirtied, MappedReadsBypassTheCache, CacheKeyedByIndexOnly,
-    PunchHoleFreesThePartialBlocks,
+    PunchHoleFreesThePartialBlocks, RenameUnlinksTheTargetFirst, RenameLeavesTheChildrenBehind,
+    RenameLeavesTheChildrenLinked, RenameMovesNamesSharingThePrefix,
+    IntoItselfCheckedOneLevelDeep, IntoItselfCheckWithoutTheSeparator,
+    RenameIgnoresTheTargetsType, RenameOverANonEmptyDirectory, RenameRefusesAnEmptyDirectory,
+    DirectoryRenameCopiesItsFiles, MkdirOverAFile, NoPathWalk, FileTakenForADirectory,
+    RmdirRemovesAFile, RmdirOfAMissingNameSucceeds, UnlinkRemovesADirectory,
+    DirectoryOpensForWriting, ListdirOfAFileIsEmpty, StModeWithoutTheFileType,
+    DcacheKeyedByTheLastName,
 )
 
 BUGS: tuple[type[PassThrough], ...] = (

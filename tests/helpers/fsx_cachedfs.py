@@ -96,12 +96,17 @@ class CachedFS:
         or is a file."""
         parts = [p for p in path.split("/") if p not in ("", ".")]
         for i in range(1, len(parts)):
-            parent = self.names.get("/".join(parts[:i]))
-            if parent is None:
-                raise fail(errno.ENOENT, path)
-            if not parent.is_dir:
-                raise fail(errno.ENOTDIR, path)
+            self.walk_into(self.names.get("/".join(parts[:i])), path)
         return "/".join(parts)
+
+    @staticmethod
+    def walk_into(parent: Inode | None, path: str) -> None:
+        """One step of the path walk: ENOENT when the directory is missing, ENOTDIR when
+        it is a file."""
+        if parent is None:
+            raise fail(errno.ENOENT, path)
+        if not parent.is_dir:
+            raise fail(errno.ENOTDIR, path)
 
     def find(self, path: str) -> tuple[str, Inode | None]:
         """resolve() and lookup(); a trailing slash on a file is ENOTDIR."""
@@ -351,9 +356,13 @@ class CachedFS:
         held = set(inode.store) | {f.index for f in self.cached(inode) if f.dirty}
         return len(held) * self.blocksize // 512
 
+    @staticmethod
+    def st_mode(inode: Inode) -> int:
+        return (stat.S_IFDIR | 0o755) if inode.is_dir else (stat.S_IFREG | 0o644)
+
     def _stat(self, inode: Inode) -> os.stat_result:
-        mode = (stat.S_IFDIR | 0o755) if inode.is_dir else (stat.S_IFREG | 0o644)
-        return os.stat_result((mode, inode.ino, 0, inode.nlink, 0, 0, inode.size, 0, 0, 0),
+        return os.stat_result((self.st_mode(inode), inode.ino, 0, inode.nlink, 0, 0,
+                               inode.size, 0, 0, 0),
                               {"st_blksize": self.blocksize, "st_blocks": self.blocks(inode)})
 
     def fstat(self, fd: int) -> os.stat_result:
@@ -498,9 +507,13 @@ class CachedFS:
 
     def mkdir(self, path: str, mode: int = 0o755) -> None:
         name = self.resolve(path)
-        if name in self.names:
+        if self.taken(name):
             raise fail(errno.EEXIST, path)
         self.names[name] = Inode(next(self._ino), is_dir=True, nlink=2)
+
+    def taken(self, name: str) -> bool:
+        """mkdir's check: something, file or directory, already has the name."""
+        return name in self.names
 
     def directory(self, path: str) -> str:
         """The name of the directory at ``path``: ENOENT when nothing is there, ENOTDIR
@@ -528,7 +541,7 @@ class CachedFS:
             raise fail(errno.ENOENT, src)
         if not inode.is_dir and (src.endswith("/") or dst.endswith("/")):
             raise fail(errno.ENOTDIR, f"rename {src} {dst}")
-        if not old or not new or new.startswith(old + "/"):
+        if not old or not new or self.inside(new, old):
             raise fail(errno.EINVAL, f"rename {src} {dst}")
         if old.startswith(new + "/"):      # the target is an ancestor of the source
             raise fail(errno.ENOTEMPTY, f"rename {src} {dst}")
@@ -536,15 +549,27 @@ class CachedFS:
         if target is inode:
             return
         if target is not None:
-            if target.is_dir != inode.is_dir:
-                raise fail(errno.EISDIR if target.is_dir else errno.ENOTDIR, dst)
-            if target.is_dir and self.listdir(new):
-                raise fail(errno.ENOTEMPTY, dst)
+            self.may_replace(inode, target, new)
             self.replace_target(new)
-        moved = [n for n in self.names if n == old or n.startswith(old + "/")]
-        for name in moved:
+        for name in self.subtree(old):
             self.names[new + name[len(old):]] = self.names.pop(name)
         self.forget(old)
+
+    @staticmethod
+    def inside(new: str, old: str) -> bool:
+        """``new`` is below the directory ``old`` (a rename there is EINVAL)."""
+        return new.startswith(old + "/")
+
+    def may_replace(self, inode: Inode, target: Inode, new: str) -> None:
+        """rename's checks on an existing target: the same type, an empty directory."""
+        if target.is_dir != inode.is_dir:
+            raise fail(errno.EISDIR if target.is_dir else errno.ENOTDIR, new)
+        if target.is_dir and self.listdir(new):
+            raise fail(errno.ENOTEMPTY, new)
+
+    def subtree(self, path: str) -> list[str]:
+        """``path`` and every name under it: what a rename of ``path`` moves."""
+        return [n for n in self.names if n == path or n.startswith(path + "/")]
 
     def replace_target(self, name: str) -> None:
         """rename's target loses its name (and its data once no file holds it)."""
