@@ -24,6 +24,7 @@ from pytest_folio.session import settings
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.vm.mtdtests import (
+    INTERLEAVE_ENV,
     KERNEL_TESTS,
     MODULES_ENV,
     KernelDevice,
@@ -31,10 +32,12 @@ from pytest_folio.vm.mtdtests import (
     kernel_mtd_devices,
     run_kernel_test,
     speed_rows,
+    swap_block2mtd,
     torture_params,
 )
 
 SPEED_PASSES = 4        # samples per row: the fewest the collector's significance test takes
+INTERLEAVED_PASSES = 10  # per side, ABBA...: two sides in one boot take more samples
 SUITE = "mtd_speedtest"
 KERNEL_TARGET = "kernel:mtd_speedtest"
 ALREADY_ERASED = "Erase, already erased"
@@ -87,26 +90,68 @@ def _time_memerase(device: KernelDevice) -> float:
         dev.close()
 
 
-def test_kernel_mtd_speedtest(kernel_mtd: tuple[Path, KernelDevice],
-                              request: pytest.FixtureRequest) -> None:
+def _speed_pass(request: pytest.FixtureRequest, kernel_mtd: tuple[Path, KernelDevice],
+                samples: dict[str, list[float]]) -> None:
+    """One mtd_speedtest run on the device, then the MEMERASE row; a sample per row."""
     device = kernel_mtd[1]
-    samples: dict[str, list[float]] = {}
-    for _ in range(SPEED_PASSES):
-        run = _run(request, kernel_mtd, "speedtest")
-        rows = speed_rows(run.log, device.erasesize, device.writesize)
-        assert "Eraseblock write" in " ".join(rows), f"no speed lines in {run.log[-3:]}"
-        for name, ms in rows.items():
-            samples.setdefault(name, []).append(ms)
-        # mtd_speedtest ends with multi-block erases: every block is erased now
-        samples.setdefault(ALREADY_ERASED, []).append(_time_memerase(device))
+    run = _run(request, kernel_mtd, "speedtest")
+    rows = speed_rows(run.log, device.erasesize, device.writesize)
+    assert "Eraseblock write" in " ".join(rows), f"no speed lines in {run.log[-3:]}"
+    for name, ms in rows.items():
+        samples.setdefault(name, []).append(ms)
+    # mtd_speedtest ends with multi-block erases: every block is erased now
+    samples.setdefault(ALREADY_ERASED, []).append(_time_memerase(device))
+
+
+def _announce(request: pytest.FixtureRequest, device: KernelDevice,
+              samples: dict[str, list[float]], target: str | None = None) -> None:
+    """The rows to the timing collector, under our speed suite's names; ``target``
+    names them all (else the kernel's tool, and the device for the MEMERASE row)."""
     params = {"folio": format_size(PAGE_SIZE << (device.folio_order or 0))}
     nbytes = device.size // device.erasesize * device.erasesize
     for name, values in samples.items():
-        target = device.path if name == ALREADY_ERASED else KERNEL_TARGET
+        where = target or (device.path if name == ALREADY_ERASED else KERNEL_TARGET)
         request.config.hook.pytest_folio_measurement(item=request.node, measurement=Measurement(
-            suite=SUITE, name=name, unit="ms", samples=values, params=params, target=target,
+            suite=SUITE, name=name, unit="ms", samples=values, params=params, target=where,
             extra={"bytes": nbytes, "source": "MEMERASE ioctl" if name == ALREADY_ERASED
                    else "mtd_speedtest"}))
+
+
+def test_kernel_mtd_speedtest(kernel_mtd: tuple[Path, KernelDevice],
+                              request: pytest.FixtureRequest) -> None:
+    samples: dict[str, list[float]] = {}
+    for _ in range(SPEED_PASSES):
+        _speed_pass(request, kernel_mtd, samples)
+    _announce(request, kernel_mtd[1], samples)
+
+
+def test_kernel_mtd_speedtest_interleaved(request: pytest.FixtureRequest) -> None:
+    """Base and patched block2mtd in turn in one boot (``vm --interleave``): every pass
+    swaps the module and runs mtd_speedtest on each device, in the order ABBA..., so a
+    host that slows down or speeds up during the run moves both sides alike. The rows go
+    to the collector under two targets; ``compare RUN`` prints them as the seed's grid."""
+    staged, modules = os.environ.get(INTERLEAVE_ENV), os.environ.get(MODULES_ENV)
+    if os.environ.get("PYTEST_FOLIO_VM") != "1" or not staged or not modules:
+        pytest.skip("base and patched in turn in one boot: python -m pytest_folio vm "
+                    "--mtd-tests --patch FILE --interleave -- ...")
+    devices = [d for d in kernel_mtd_devices() if d.folio_order is not None]
+    sides = {"base": "kernel:mtd_speedtest, stock block2mtd",
+             "patched": "kernel:mtd_speedtest, block2mtd built with "
+                        + (Path(staged) / "origin").read_text().strip()}
+    samples: dict[str, dict[int, dict[str, list[float]]]] = {
+        side: {d.number: {} for d in devices} for side in sides}
+    order = list(sides)
+    try:
+        for n in range(INTERLEAVED_PASSES):
+            for side in (order if n % 2 == 0 else order[::-1]):
+                devices = swap_block2mtd(Path(staged) / side / "block2mtd.ko", devices)
+                for device in devices:
+                    _speed_pass(request, (Path(modules), device), samples[side][device.number])
+    finally:  # the boot's module again, for the items after this one
+        swap_block2mtd(Path(staged) / "base" / "block2mtd.ko", devices)
+    for side, target in sides.items():
+        for device in devices:
+            _announce(request, device, samples[side][device.number], target)
 
 
 def test_kernel_mtd_readtest(kernel_mtd: tuple[Path, KernelDevice],

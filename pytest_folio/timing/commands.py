@@ -71,9 +71,12 @@ def register_compare(subparsers: Any) -> None:
         description="Compare runs saved with --folio-save or --folio-autosave (files, run "
                     "numbers or names). Two runs print the seeds' Base/Patched grid; more "
                     "print a column per run with its change against the first. Runs of "
-                    "one target that cover different folio sizes merge into one column.")
+                    "one target that cover different folio sizes merge into one column. "
+                    "One run of two targets (vm --interleave: base and patched in one "
+                    "boot) prints its two targets as Base/Patched.")
     p.add_argument("base", metavar="BASE")
-    p.add_argument("patched", metavar="PATCHED")
+    p.add_argument("patched", metavar="PATCHED", nargs="?",
+                   help="leave out for one run that holds both sides (vm --interleave)")
     p.add_argument("more", metavar="MORE", nargs="*", help="further runs")
     p.add_argument("--format", choices=table.FORMATS, default="grid")
     p.add_argument("--plot", metavar="FILE.png", help="also draw time against folio size")
@@ -103,11 +106,17 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.counter and args.format in ("csv", "json"):
         raise CommandError("--counter prints extra tables: use --format grid or markdown")
     storage = Path(args.storage)
-    refs = [args.base, args.patched, *args.more]
+    refs = [args.base, *([args.patched] if args.patched else []), *args.more]
     named = [_named(ref, storage) for ref in refs]
     for line in meta.doubts(named):
         print(f"warning: {line}", file=sys.stderr)
-    if len(named) == 2:          # the seeds' grid, whatever the targets: base, patched
+    if len(named) == 1:          # one run holding both sides: its two targets
+        cols = columns.by_target(*named[0])
+        if len(cols) != 2:
+            raise CommandError(f"{args.base}: {len(cols)} targets; one run compares when it "
+                               "holds two, a base and a patched (vm --interleave)")
+        sides = [c.run() for c in cols]
+    elif len(named) == 2:        # the seeds' grid, whatever the targets: base, patched
         sides = [named[0][1], named[1][1]]
     else:
         cols = columns.runs_columns(named)

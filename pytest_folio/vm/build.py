@@ -293,6 +293,27 @@ def substitute(order: list[tuple[str, bytes]], built: dict[str, Path], tree: Mod
     return out
 
 
+def stage_interleave(into: Path, order: list[tuple[str, bytes]], built: Built) -> Path:
+    """``--interleave``: the stock and the built file of each built module, in
+    ``into/base`` and ``into/patched``, with what the built ones were built with in
+    ``into/origin``, for the guest to swap between."""
+    stock = dict(order)
+    if set(built.modules) != {"block2mtd"}:
+        raise BuildError(f"--interleave swaps block2mtd alone; this build made "
+                         f"{', '.join(sorted(built.modules)) or 'no module'}")
+    missing = [name for name in built.modules if name not in stock]
+    if missing:
+        raise BuildError(f"--interleave: the kernel has no stock {', '.join(missing)} to "
+                         "compare the built one with")
+    for side in ("base", "patched"):
+        (into / side).mkdir(parents=True)
+    for name, path in built.modules.items():
+        (into / "base" / f"{name}.ko").write_bytes(stock[name])
+        shutil.copyfile(path, into / "patched" / f"{name}.ko")
+    (into / "origin").write_text(built.origin)
+    return into
+
+
 def loaded_lines(built: Built, names: Iterable[str]) -> list[str]:
     """``loaded block2mtd built with block2mtd-folio.patch``: one per built module the
     guest loads at boot."""

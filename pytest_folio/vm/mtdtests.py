@@ -23,6 +23,7 @@ from pytest_folio.mtdtests.common import NOT_NAND_PAGE_SIZE
 from pytest_folio.sizes import format_kib
 
 MODULES_ENV = "PYTEST_FOLIO_KERNEL_MTD_TESTS"
+INTERLEAVE_ENV = "PYTEST_FOLIO_INTERLEAVE"  # vm --interleave: base/ and patched/ modules
 HELPER_MODULE = "mtd_test"  # mtd_test.c: the helpers every test module links against
 
 # x86-64 system call numbers (the VM is x86-64 only: docs/vm.md, Limits)
@@ -165,6 +166,31 @@ def load_module(path: Path, params: str) -> int:
 
 def unload_module(name: str) -> int:
     return _syscall(SYS_DELETE_MODULE, name.encode(), ctypes.c_uint(os.O_NONBLOCK))
+
+
+def swap_block2mtd(module: Path, devices: list[KernelDevice],
+                   sys: Path = Path("/sys")) -> list[KernelDevice]:
+    """Unload block2mtd, load ``module`` in its place and attach it again to the block
+    devices of ``devices``, in their order (so each gets its number back); the devices
+    it made, checked against those."""
+    err = unload_module("block2mtd")
+    if err not in (0, errno.ENOENT):
+        raise OSError(err, f"cannot unload block2mtd: {os.strerror(err)}")
+    err = load_module(module, "")
+    if err != 0:
+        raise OSError(err, f"cannot load {module}: {os.strerror(err)}")
+    param = sys / "module/block2mtd/parameters/block2mtd"
+    for device in devices:
+        match = re.match(r"block2mtd: (/\S+)", device.name)
+        if match is None:
+            raise OSError(errno.EINVAL, f"{device.path} ({device.name}) is not block2mtd's")
+        param.write_text(f"{match.group(1)},{device.erasesize}\n")
+    again = [d for d in kernel_mtd_devices(sys) if d.name.startswith("block2mtd: ")]
+    if [(d.number, d.name, d.size) for d in again] != [
+            (d.number, d.name, d.size) for d in devices]:
+        raise OSError(errno.EIO, f"{module} made {[d.name for d in again]}, not "
+                                 f"{[d.name for d in devices]}")
+    return again
 
 
 @dataclasses.dataclass

@@ -26,7 +26,13 @@ from pytest_folio import progress
 from pytest_folio.sizes import format_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.bootimage import bootable_image
-from pytest_folio.vm.build import build_for_kernel, loaded_lines, substitute
+from pytest_folio.vm.build import (
+    Built,
+    build_for_kernel,
+    loaded_lines,
+    stage_interleave,
+    substitute,
+)
 from pytest_folio.vm.disks import fs_block_sizes, fs_disks, last_line, mtd_disks, mtd_orders
 from pytest_folio.vm.guest import (
     GUEST_SAVE,
@@ -50,7 +56,7 @@ from pytest_folio.vm.kernel import (
 )
 from pytest_folio.vm.kernelbuild import build_kernel
 from pytest_folio.vm.modules import ModuleTree
-from pytest_folio.vm.mtdtests import MODULES_ENV
+from pytest_folio.vm.mtdtests import INTERLEAVE_ENV, MODULES_ENV
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
     Machine,
@@ -133,12 +139,20 @@ class VMRun:
         if kernel.modules is not None:
             modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
         env = guest_env(self.environ, self.out.isatty())
+        built = None
         if self.opts.patches or self.opts.driver or self.opts.mtd_tests:
-            modules, self.loaded = self.built_modules(kernel, modules, env)
+            modules, built = self.built_modules(kernel, modules, env)
         pytest_args, save = split_save(self.opts.pytest_args)
         with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
             work = Path(tmp)
             (work / "out").mkdir()
+            if built is not None and self.opts.interleave:
+                env[INTERLEAVE_ENV] = str(stage_interleave(work / "interleave", modules,
+                                                           built))
+                self.loaded = [f"interleaving the stock {', '.join(built.modules)} and the "
+                               f"one built with {built.origin} in this boot"]
+            elif built is not None:
+                self.loaded = loaded_lines(built, [name for name, _ in modules])
             disks = (mtd_disks(work, orders, self.opts.mtd_size, self.opts.erasesize)
                      + fs_disks(work, self.opts.fs, sizes))
             guest = [g for _, g in disks]
@@ -173,9 +187,10 @@ class VMRun:
         return status
 
     def built_modules(self, kernel: Kernel, modules: list[tuple[str, bytes]],
-                      env: dict[str, str]) -> tuple[list[tuple[str, bytes]], list[str]]:
-        """``--patch``/``--driver``/``--mtd-tests``: build against ``kernel``, put the
-        built modules into the load order, tell the guest where the mtd tests are."""
+                      env: dict[str, str]) -> tuple[list[tuple[str, bytes]], Built]:
+        """``--patch``/``--driver``/``--mtd-tests``: build against ``kernel`` and tell the
+        guest where the mtd tests are; the load order (the built modules in place of
+        the stock ones, unless ``--interleave``) and what was built."""
         if kernel.modules is None:
             raise VMError(f"kernel {kernel.release} has no module tree, so a built module "
                           "cannot replace its own (give --modules)")
@@ -184,9 +199,10 @@ class VMRun:
                                  self.source, self.opts.suite)
         if built.mtd_tests is not None:
             env[MODULES_ENV] = str(built.mtd_tests)
-        order = substitute(modules, built.modules, ModuleTree(kernel.modules, kernel.release),
-                           kernel.release)
-        return order, loaded_lines(built, [name for name, _ in order])
+        if self.opts.interleave:  # the stock modules boot; the guest swaps them
+            return modules, built
+        return substitute(modules, built.modules, ModuleTree(kernel.modules, kernel.release),
+                          kernel.release), built
 
     def boot(self, qemu: str, machine: Machine) -> int:
         accels = self.accelerators()

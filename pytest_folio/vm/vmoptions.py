@@ -93,6 +93,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mtd-tests", action="store_true",
                         help="build the kernel's drivers/mtd/tests from the same source for "
                              "the test_kernel_mtd_* items")
+    parser.add_argument("--interleave", action="store_true",
+                        help="with --patch/--driver and --mtd-tests: boot the stock modules "
+                             "and swap the stock and the built ones in turn in the one "
+                             "guest, so test_kernel_mtd_speedtest_interleaved times base "
+                             "and patched alternately (a busy host slows both alike)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -118,6 +123,7 @@ class VMOptions:
     driver: Path | None = None
     mtd_tests: bool = False
     build_kernel: Path | None = None
+    interleave: bool = False
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -151,6 +157,11 @@ def check_options(args: argparse.Namespace) -> VMOptions:
                            "and --modules")
     if build is not None and not build.is_dir():
         raise CommandError(f"--build-kernel {build}: no such directory")
+    interleave = bool(getattr(args, "interleave", False))
+    if interleave and not (getattr(args, "mtd_tests", False)
+                           and (getattr(args, "patch", []) or driver is not None)):
+        raise CommandError("--interleave swaps the stock and the built modules for the "
+                           "kernel's mtd tests: give --patch or --driver, and --mtd-tests")
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -161,4 +172,5 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         accel=args.accel, cache_dir=args.cache_dir or cache_root(), console=args.console,
         dmesg=args.dmesg, pytest_args=pytest_args,
         patches=tuple(getattr(args, "patch", [])), driver=driver,
-        mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build)
+        mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
+        interleave=interleave)

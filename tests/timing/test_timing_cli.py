@@ -81,7 +81,7 @@ def test_other_formats(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(("args", "message"), [
     (["compare", "{d}/base.json", "{d}/nope.json"], "{d}/nope.json: no such timing file"),
     (["compare", "{d}/base.json", "{d}/bad.json"], "{d}/bad.json: truncated or corrupt"),
-    (["compare", "{d}/base.json"], "the following arguments are required: PATCHED"),
+    (["compare", "{d}/base.json"], "1 targets; one run compares when it holds two"),
     (["compare", "{d}/base.json", "{d}/patched.json", "--format", "html"],
      "argument --format: invalid choice: 'html'"),
     (["compare", "{d}/base.json", "{d}/patched.json", "--row", "Nope"],
@@ -166,3 +166,28 @@ def test_normalise_scales_patched_to_the_base_machine(
     save_run(patched, tmp_path / "p.json")
     code, out, err = compare(capsys, tmp_path / "b.json", tmp_path / "p.json", "--normalise")
     assert code == 2 and "need the machine's memcpy_gbps" in err
+
+
+def test_one_run_of_two_targets_compares_them_as_base_and_patched(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vm --interleave saves base and patched in one run, as two targets."""
+    from pytest_folio.timing.storage import load_run
+    both = TimingRun(records=[])
+    for path, target in zip(runs, ("kernel:mtd_speedtest, stock block2mtd",
+                                   "kernel:mtd_speedtest, block2mtd built with x.patch"),
+                            strict=True):
+        for record in load_run(path).records:
+            record.target = target
+            both.records.append(record)
+    save_run(both, tmp_path / "interleaved.json")
+    code, one, err = compare(capsys, tmp_path / "interleaved.json")
+    assert (code, err) == (0, "")
+    _, two, _ = compare(capsys, *runs)
+    assert one == two       # the same grid as the two runs saved apart
+
+
+def test_one_run_of_one_target_is_refused_in_one_line(
+        runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = compare(capsys, runs[0])
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "1 targets; one run compares when it holds two" in err

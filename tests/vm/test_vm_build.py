@@ -17,6 +17,7 @@ from pytest_folio.vm.build import (
     loaded_lines,
     module_of,
     origin_text,
+    stage_interleave,
     substitute,
     touched_files,
 )
@@ -161,3 +162,25 @@ def test_the_loaded_line_names_the_module_and_the_patch(tmp_path: Path) -> None:
         "loaded block2mtd built with block2mtd-folio.patch"]
     assert origin_text([Path("a.patch"), Path("b.patch")], Path("x/my.c")) == \
         "a.patch + b.patch + driver my.c"
+
+
+def test_interleave_stages_the_stock_and_the_built_module_side_by_side(tmp_path: Path) -> None:
+    built_ko = tmp_path / "block2mtd.ko"
+    built_ko.write_bytes(b"built")
+    built = Built({"block2mtd": built_ko}, None, tmp_path / "log", "x.patch")
+    staged = stage_interleave(tmp_path / "ab", [("mtd", b"mtd"), ("block2mtd", b"stock")],
+                              built)
+    assert (staged / "base/block2mtd.ko").read_bytes() == b"stock"
+    assert (staged / "patched/block2mtd.ko").read_bytes() == b"built"
+    assert (staged / "origin").read_text() == "x.patch"
+
+
+@pytest.mark.parametrize(("modules", "stock", "message"), [
+    ({"mtd": "mtd.ko", "block2mtd": "b.ko"}, ["mtd", "block2mtd"], "swaps block2mtd alone"),
+    ({"block2mtd": "b.ko"}, ["mtd"], "no stock block2mtd to compare"),
+])
+def test_interleave_refuses_what_it_cannot_swap(tmp_path: Path, modules: dict[str, str],
+                                                stock: list[str], message: str) -> None:
+    built = Built({n: tmp_path / f for n, f in modules.items()}, None, tmp_path / "log", "p")
+    with pytest.raises(BuildError, match=message):
+        stage_interleave(tmp_path / "ab", [(n, b"") for n in stock], built)

@@ -64,6 +64,7 @@ def test_a_directory_that_is_no_kernel_tree_is_refused(tmp_path: Path) -> None:
     (["--build-kernel", "/", "--kernel", "/bzImage"], "--build-kernel boots the kernel it "
                                                       "builds: leave out --kernel"),
     (["--build-kernel", "/nonexistent"], "--build-kernel /nonexistent: no such directory"),
+    (["--interleave", "--mtd-tests"], "--interleave swaps the stock and the built modules"),
 ])
 def test_build_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
                                          message: str) -> None:

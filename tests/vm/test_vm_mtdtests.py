@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
+from pytest_folio.vm import mtdtests
 from pytest_folio.vm.mtdtests import (
     KERNEL_TESTS,
     KernelDevice,
@@ -14,6 +16,7 @@ from pytest_folio.vm.mtdtests import (
     folio_order_of,
     kernel_mtd_devices,
     speed_rows,
+    swap_block2mtd,
     torture_params,
 )
 
@@ -118,9 +121,11 @@ def test_the_items_skip_outside_the_vm_saying_how_to_run_them(
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pyargs",
                                           "pytest_folio.suites.test_kernel_mtd", "-rs",
                                           "--folio-orders=0,2")
-    result.assert_outcomes(skipped=16)
+    result.assert_outcomes(skipped=17)
     result.stdout.fnmatch_lines(["*the kernel's mtd tests run in the VM: python -m "
-                                 "pytest_folio vm --mtd-tests*"])
+                                 "pytest_folio vm --mtd-tests*",
+                                 "*base and patched in turn in one boot: python -m "
+                                 "pytest_folio vm --mtd-tests --patch FILE --interleave*"])
 
 
 def test_the_items_are_named_after_the_kernels_modules_and_folio_sizes(
@@ -129,4 +134,57 @@ def test_the_items_are_named_after_the_kernels_modules_and_folio_sizes(
                                           "--pyargs", "pytest_folio.suites.test_kernel_mtd",
                                           "--folio-orders=0,2")
     names = {ln.split("::")[-1] for ln in result.stdout.lines if "::" in ln}
-    assert {f"test_kernel_mtd_{t}[{s}]" for t in KERNEL_TESTS for s in ("4K", "16K")} == names
+    assert {f"test_kernel_mtd_{t}[{s}]" for t in KERNEL_TESTS for s in ("4K", "16K")} | {
+        "test_kernel_mtd_speedtest_interleaved"} == names
+
+
+def fake_block2mtd_sys(root: Path, names: list[str]) -> None:
+    for n, name in enumerate(names):
+        d = root / "class/mtd" / f"mtd{n}"
+        d.mkdir(parents=True, exist_ok=True)
+        for attr, value in (("name", name), ("size", "1048576"), ("erasesize", "65536"),
+                            ("writesize", "1")):
+            (d / attr).write_text(value + "\n")
+    (root / "module/block2mtd/parameters").mkdir(parents=True, exist_ok=True)
+    (root / "module/block2mtd/parameters/block2mtd").write_text("")
+
+
+def test_a_swap_unloads_loads_and_attaches_each_device_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def unload(name: str) -> int:
+        calls.append(f"rm {name}")
+        return 0
+
+    def load(path: Path, params: str) -> int:
+        calls.append(f"load {path.name}")
+        return 0
+
+    monkeypatch.setattr(mtdtests, "unload_module", unload)
+    monkeypatch.setattr(mtdtests, "load_module", load)
+    fake_block2mtd_sys(tmp_path, ["block2mtd: /dev/vda"])
+    devices = [KernelDevice(0, "block2mtd: /dev/vda", 1 << 20, 65536, 1, 0)]
+    again = swap_block2mtd(tmp_path / "patched/block2mtd.ko", devices, tmp_path)
+    assert calls == ["rm block2mtd", "load block2mtd.ko"]
+    assert (tmp_path / "module/block2mtd/parameters/block2mtd").read_text() == (
+        "/dev/vda,65536\n")
+    assert [(d.number, d.name) for d in again] == [(0, "block2mtd: /dev/vda")]
+
+
+def test_a_swap_that_brings_other_devices_back_is_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mtdtests, "unload_module", lambda name: 0)
+    monkeypatch.setattr(mtdtests, "load_module", lambda path, params: 0)
+    fake_block2mtd_sys(tmp_path, ["block2mtd: /dev/vdb"])
+    devices = [KernelDevice(0, "block2mtd: /dev/vda", 1 << 20, 65536, 1, 0)]
+    with pytest.raises(OSError, match="made"):
+        swap_block2mtd(tmp_path / "block2mtd.ko", devices, tmp_path)
+
+
+def test_a_module_that_will_not_load_stops_the_swap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mtdtests, "unload_module", lambda name: 0)
+    monkeypatch.setattr(mtdtests, "load_module", lambda path, params: errno.ENOEXEC)
+    with pytest.raises(OSError, match="cannot load"):
+        swap_block2mtd(tmp_path / "block2mtd.ko", [], tmp_path)
