@@ -310,8 +310,14 @@ class AddressSpace:
             folio.referenced = True
             folio.refcount += 1
             return folio
+        # with no folio above the minimum order cached, that probe was the whole lookup
+        probed = folio is None and self._top_order == self._min_order
         while True:
-            folio = self.filemap_get_folio(index)
+            if probed:                 # filemap_get_folio's count, of the lookup above
+                self.stats.folio_lookups += 1
+                probed = False
+            else:
+                folio = self.filemap_get_folio(index)
             if folio is None:
                 folio = self._create_folio(index, self._min_order)
                 if folio is None:
@@ -457,7 +463,8 @@ class AddressSpace:
             stats.folio_lookups += 1
             folio = folios.get(index & mask)       # _lookup's first probe, inline
             if folio is None:
-                folio = self._lookup(index)
+                if self._top_order != self._min_order:  # else that probe was the lookup
+                    folio = self._lookup(index)
                 while folio is None:
                     folio = self._create_folio(index, fgf_set_order(total - done))
                     if folio is None:

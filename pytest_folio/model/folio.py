@@ -65,7 +65,7 @@ class Folio:
         self.size = self.nr_pages << PAGE_SHIFT
         self.index = index
         self.pos = index << PAGE_SHIFT
-        self.data = memory.page_view(pfn, order)
+        self.data = memory._mv[pfn << PAGE_SHIFT:(pfn + self.nr_pages) << PAGE_SHIFT]  # page_view
         self.page_views: tuple[memoryview, ...] | None = None   # folio_page_views()
         self.mapping: AddressSpace | None = None
         self.uptodate = False

@@ -20,6 +20,7 @@ from pytest_folio.model.folio import (
     Folio,
     FolioDeadlock,
     folio_next_index,
+    folio_put,
     folio_test_dirty,
     folio_test_large,
     folio_test_locked,
@@ -35,9 +36,12 @@ _NO_END = (1 << 63) - 1
 
 
 def truncate_inode_folio(mapping: AddressSpace, folio: Folio) -> None:
-    """Remove one folio, dropping its dirty data (folio_cancel_dirty)."""
+    """Remove one of the mapping's folios, dropping its dirty data (folio_cancel_dirty)
+    and the cache's reference (filemap_remove_folio, without its check: the callers
+    found the folio in the mapping)."""
     folio.dirty = False
-    mapping.filemap_remove_folio(folio)
+    mapping._delete(folio)
+    folio_put(folio)
     mapping.stats.truncated += 1
 
 
