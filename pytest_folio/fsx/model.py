@@ -12,15 +12,17 @@ be ...").
 
 from __future__ import annotations
 
-# An operation number's pattern is translated one PATTERN_CHUNK at a time, the first time
-# a write asks for bytes in that chunk, and kept: a write is then a join of kept chunks.
-# Every byte of every pattern is translated at most once (fsx's gendata() computes each
-# write's bytes afresh), and only the chunks some write touched ever are (at 10,000
-# operations about two thirds of them; at 100,000 all). Only while all 256 patterns fit
-# in PATTERN_CACHE_BYTES (64 MiB for the default 256 KiB file); past that each write
-# translates its own range.
-PATTERN_CHUNK_SHIFT = 12
-PATTERN_CHUNK = 1 << PATTERN_CHUNK_SHIFT
+# An operation number's whole-file pattern is built once the bytes asked of it reach
+# PATTERN_CACHE_AFTER whole patterns' worth: until then each write translates just its
+# own range (as fsx's gendata() does), after it a write is a slice of the built pattern.
+# That is the rent-or-buy rule: buy once the rent paid equals the price. The price is a
+# translation of the whole pattern into memory the process has never touched, and each
+# new page of that is a page fault (about 2.3 us here, half the cost of translating
+# it), while a write's own translation reuses memory just freed: so the price is about
+# two patterns' rent, and runs of 10,000 operations (about 200 KiB asked of each
+# pattern) translate almost every write, runs of 100,000 mostly slice. Only while all 256
+# patterns fit in PATTERN_CACHE_BYTES (64 MiB for the default 256 KiB file).
+PATTERN_CACHE_AFTER = 2
 PATTERN_CACHE_BYTES = 64 << 20
 
 _ADD = tuple(bytes((i + c) & 0xFF for i in range(256)) for c in range(256))
@@ -33,34 +35,25 @@ class DataPattern:
         odd = bytearray(len(original))
         odd[1::2] = original[1::2]
         self._odd = bytes(odd)
-        chunks = -(-len(original) // PATTERN_CHUNK)
-        # per operation number mod 256, its translated chunks (None: not asked for yet)
-        self._chunks: list[list[bytes | None]] | None = (
-            [[None] * chunks for _ in range(256)]
-            if len(original) * 256 <= PATTERN_CACHE_BYTES else None)
+        self._cache: dict[int, bytes] = {}
+        # the bytes asked of each operation number's pattern so far
+        self._uses = [0] * 256 if len(original) * 256 <= PATTERN_CACHE_BYTES else None
 
     def __len__(self) -> int:
         return len(self._odd)
 
     def get(self, testcalls: int, offset: int, size: int) -> bytes:
         c = testcalls & 0xFF
-        end = min(offset + size, len(self._odd))
-        if self._chunks is None or end <= offset:
-            return self._odd[offset:end].translate(_ADD[c])
-        row = self._chunks[c]
-        first, last = offset >> PATTERN_CHUNK_SHIFT, (end - 1) >> PATTERN_CHUNK_SHIFT
-        for k in range(first, last + 1):
-            if row[k] is None:
-                row[k] = self._odd[k << PATTERN_CHUNK_SHIFT:
-                                   (k + 1) << PATTERN_CHUNK_SHIFT].translate(_ADD[c])
-        head = offset - (first << PATTERN_CHUNK_SHIFT)
-        tail = end - (last << PATTERN_CHUNK_SHIFT)
-        if first == last:
-            return row[first][head:tail]  # type: ignore[index]
-        parts: list[bytes | memoryview] = row[first:last + 1]  # type: ignore[assignment]
-        parts[0] = memoryview(parts[0])[head:]
-        parts[-1] = memoryview(parts[-1])[:tail]
-        return b"".join(parts)
+        whole = self._cache.get(c)
+        if whole is not None:
+            return whole[offset:offset + size]
+        uses = self._uses
+        if uses is not None:
+            uses[c] += size
+            if uses[c] > PATTERN_CACHE_AFTER * len(self._odd):
+                whole = self._cache[c] = self._odd.translate(_ADD[c])
+                return whole[offset:offset + size]
+        return self._odd[offset:offset + size].translate(_ADD[c])
 
 
 # Zeroes to copy from: a slice of this is no allocation (most zeroed ranges are below it).

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pytest_folio.fsx.model import PATTERN_CACHE_BYTES, PATTERN_CHUNK, DataPattern, FileModel
+from pytest_folio.fsx.model import PATTERN_CACHE_AFTER, PATTERN_CACHE_BYTES, DataPattern, FileModel
 
 
 def _gendata(original: bytes, testcalls: int, offset: int, size: int) -> bytes:
@@ -22,22 +22,25 @@ def test_gendata_even_bytes_are_the_op_number_odd_bytes_add_the_seeded_byte() ->
         assert pattern.get(300 + testcalls, 3, 9) == _gendata(original, 300 + testcalls, 3, 9)
 
 
-@pytest.mark.parametrize("offset, size", [
-    (0, PATTERN_CHUNK), (1, 9), (PATTERN_CHUNK - 3, 7), (5, 3 * PATTERN_CHUNK),
-    (2 * PATTERN_CHUNK, PATTERN_CHUNK + 1), (4 * PATTERN_CHUNK - 1, 1)])
-def test_gendata_is_the_same_from_kept_chunks_and_across_their_edges(
-        offset: int, size: int) -> None:
-    original = random.Random(2).randbytes(4 * PATTERN_CHUNK)
+def test_gendata_is_the_same_before_and_after_the_whole_pattern_is_built() -> None:
+    original = random.Random(2).randbytes(512)
     pattern = DataPattern(original)
-    first = pattern.get(7, offset, size)      # translates the chunks it covers
-    assert pattern.get(7, offset, size) == first == _gendata(original, 7, offset, size)
-    assert pattern.get(263, offset, size) == first  # 263 % 256 == 7: the kept chunks
+    ranges = ((0, 512), (1, 9), (100, 300), (511, 1))
+    asked = 0
+    while asked <= 512 * PATTERN_CACHE_AFTER:  # translated per call, then built
+        for offset, size in ranges:
+            assert pattern.get(7, offset, size) == _gendata(original, 7, offset, size)
+            asked += size
+    for offset, size in ranges:  # sliced from the built pattern, for 263 % 256 too
+        assert pattern.get(263, offset, size) == _gendata(original, 7, offset, size)
 
 
 def test_gendata_past_the_pattern_cache_translates_each_write() -> None:
     original = random.Random(3).randbytes(PATTERN_CACHE_BYTES // 256 + 2)
     pattern = DataPattern(original)
-    assert pattern.get(9, 11, 300) == _gendata(original, 9, 11, 300)
+    for _ in range(PATTERN_CACHE_AFTER + 2):
+        assert pattern.get(9, 11, len(original) - 11) == _gendata(
+            original, 9, 11, len(original) - 11)
 
 
 def test_write_past_eof_zero_fills_the_hole() -> None:
