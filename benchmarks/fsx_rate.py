@@ -158,28 +158,36 @@ def c_skipped_fraction(binary: Path, directory: str, ops: int, seed: int) -> flo
 
 
 def profile_ours(directory: str, opts: FsxOptions, top: int) -> list[str]:
-    """The ``top`` functions by own time in one run of ours under cProfile, in us per
-    operation, with the run's CPU time profiled and not."""
+    """The ``top`` functions by own time in one run of ours under cProfile, in us of CPU
+    per operation, beside the run's CPU time per operation profiled and not.
+
+    cProfile times by the wall clock; on a shared machine that includes time spent
+    waiting for a CPU, so its figures are scaled by the profiled run's CPU time over
+    its wall time (the waiting shared out in proportion)."""
     with directory_filesystem(directory) as fs:
         plain = FsxEngine(fs, opts).run()
     with directory_filesystem(directory) as fs:
         profiler = cProfile.Profile()
+        began, began_cpu = time.perf_counter(), time.process_time()
         profiler.enable()
         try:
             profiled = FsxEngine(fs, opts).run()
         finally:
             profiler.disable()
+            wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
     ops = profiled.testcalls
+    scale = 1e6 / ops * min(cpu / wall, 1.0) if wall > 0 else 1e6 / ops
     rows = sorted(pstats.Stats(profiler).stats.items(),  # type: ignore[attr-defined]
                   key=lambda item: -item[1][2])[:top]
     lines = [f"\nprofile of ours on the tmpfs (cProfile, one run of {ops} operations: "
-             f"{profiled.cpu_seconds / ops * 1e6:.1f} us of CPU per operation profiled, "
-             f"{plain.cpu_seconds / plain.testcalls * 1e6:.1f} without):",
+             f"{cpu / ops * 1e6:.1f} us of CPU per operation profiled, "
+             f"{plain.cpu_seconds / plain.testcalls * 1e6:.1f} without; the functions' "
+             f"wall-clock times scaled by CPU/wall {min(cpu / wall, 1.0) if wall else 1:.2f}):",
              f"  {'own us/op':>9} {'cum us/op':>9} {'calls/op':>8}  function"]
     for (filename, line, name), (_cc, calls, own, cum, _callers) in rows:
         where = (f"{Path(filename).parent.name}/{Path(filename).name}:{line}"
                  if filename != "~" else "")
-        lines.append(f"  {own / ops * 1e6:9.2f} {cum / ops * 1e6:9.2f} {calls / ops:8.2f}  "
+        lines.append(f"  {own * scale:9.2f} {cum * scale:9.2f} {calls / ops:8.2f}  "
                      f"{where} {name}".rstrip())
     return lines
 
