@@ -222,6 +222,23 @@ class AddressSpace:
         del self.memory.lru[folio]
         folio.mapping = None
 
+    def _move(self, folios: list[Folio], delta: int) -> None:
+        """Give cached folios the index ``index + delta`` (collapse and insert range
+        shifting extents), in one pass: as :meth:`_delete` then :meth:`_insert` of each
+        in the order given, which is the order they rejoin the LRU in. The caller sees
+        to it that none lands on a folio that is not moving."""
+        cached = self._folios
+        lru = self.memory.lru
+        for folio in folios:
+            del cached[folio.index]
+        for folio in folios:
+            folio.index = index = folio.index + delta
+            folio.pos = index << PAGE_SHIFT
+            cached[index] = folio
+            del lru[folio]
+            lru[folio] = None
+        self._sorted = None
+
     def filemap_add_folio(self, folio: Folio, index: int) -> None:
         """Insert a folio from :meth:`filemap_alloc_folio` at ``index``. It comes back
         locked with the cache's reference added; the caller still owns its own."""

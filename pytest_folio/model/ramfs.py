@@ -123,8 +123,7 @@ class Ramfs(Vfs):
         elif op == FALLOC_FL_PUNCH_HOLE:
             inode.i_mapping.truncate_inode_pages_range(offset, end - 1)
         elif op == FALLOC_FL_ZERO_RANGE:
-            inode.i_mapping.truncate_inode_pages_range(offset, end - 1)
-            self._allocate(inode, offset, end)
+            self._allocate(inode, offset, end, zero=True)
             if not keep and end > inode.i_size:
                 self._set_size(inode, end)
         elif op in (FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE):
@@ -144,22 +143,40 @@ class Ramfs(Vfs):
             raise_errno(errno.EOPNOTSUPP, what)
 
 
-    def _allocate(self, inode: Inode, start: int, end: int) -> None:
-        """Give every page of [start, end) a zeroed, dirty folio (existing data stays)."""
+    def _allocate(self, inode: Inode, start: int, end: int, zero: bool = False) -> None:
+        """Give every page of [start, end) a dirty folio, zeroed when new; the data of
+        one already there stays, or with ``zero`` (zero range) reads as zeroes in
+        [start, end): a block of a RAM file system stays allocated and is zeroed in
+        place, where truncating the range and allocating it again would free and take
+        the same folios."""
         mapping = inode.i_mapping
         assert mapping is not None
         index, last = start >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT
+        cached, mask, stats = mapping._folios, mapping._min_mask, mapping.stats
         while index <= last:
-            folio = mapping.filemap_get_folio_flags(index, FGP_CREAT | FGP_LOCK,
-                                                    self.min_order)
-            assert folio is not None
-            if not folio_test_uptodate(folio):
-                folio_zero_range(folio, 0, folio.size)
-                folio_mark_uptodate(folio)
-            mapping.folio_mark_dirty(folio)
-            folio_unlock(folio)
+            folio = cached.get(index & mask)
+            inline = folio is not None and folio.uptodate and not folio.locked
+            if folio is not None and inline:
+                # the usual case, inline: the lookup's count, then lock, dirty, unlock
+                # and put of a folio that already holds its data
+                stats.folio_lookups += 1
+                folio.referenced = True
+            else:                          # locked, with a reference of ours
+                folio = mapping.filemap_get_folio_flags(index, FGP_CREAT | FGP_LOCK,
+                                                        self.min_order)
+                assert folio is not None
+                if not folio_test_uptodate(folio):
+                    folio_zero_range(folio, 0, folio.size)
+                    folio_mark_uptodate(folio)
+            if zero:
+                zfrom = max(start, folio.pos)
+                folio_zero_range(folio, zfrom - folio.pos,
+                                 min(end, folio.pos + folio.size) - zfrom)
+            folio.dirty = True                                  # folio_mark_dirty
             index = folio_next_index(folio)
-            folio_put(folio)
+            if not inline:
+                folio_unlock(folio)
+                folio_put(folio)
 
     def _shift(self, inode: Inode, src: int, dst: int) -> None:
         """Move the bytes from ``src`` to EOF so they start at ``dst`` (collapse when
@@ -173,9 +190,7 @@ class Ramfs(Vfs):
             mapping.truncate_inode_pages_range(dst, src - 1)
         delta = (dst - src) >> PAGE_SHIFT
         moving = mapping._folios_in(src >> PAGE_SHIFT, MAX_LFS_FILESIZE >> PAGE_SHIFT)
-        for folio in moving if delta < 0 else reversed(moving):   # never onto another
-            mapping._delete(folio)
-            mapping._insert(folio, folio.index + delta)
+        mapping._move(moving if delta < 0 else moving[::-1], delta)
         size = inode.i_size + dst - src
         self._set_size(inode, size)
         eof = mapping.filemap_get_folio(size >> PAGE_SHIFT) if size & (self.blocksize - 1) else None

@@ -382,7 +382,9 @@ class Vfs(ABC):
             folio = mapping.read_mapping_folio(offset >> PAGE_SHIFT)      # filemap_fault
             start = offset - folio.pos
             n = min(folio.size - start, end - offset)
-            chunks.append(bytes(folio.data[start:start + n]))
+            # a view, copied once by the join: the cache keeps its reference to the
+            # folio, so its pages stay its own until then
+            chunks.append(folio.data[start:start + n])
             folio_put(folio)
             offset += n
         return b"".join(chunks)
