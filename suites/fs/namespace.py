@@ -40,7 +40,7 @@ class FsNamespace(_Base):
         got = errno_of(lambda: fs.stat(path))
         assert got == errno.ENOENT, f"stat({path!r}) after it went: {name(got)}, not ENOENT"
 
-    # -- what stat says (the tests below rely on it) ---------------------------------------
+    # -- what the tests below rely on: stat, one name per directory ------------------------
     def test_stat_of_a_directory_is_s_isdir(self, filesystem: FileSystem) -> None:
         self.make_dir(filesystem, "d")
         mode = filesystem.stat("d").st_mode
@@ -50,6 +50,18 @@ class FsNamespace(_Base):
         self.file(filesystem, "f", 56)
         mode = filesystem.stat("f").st_mode
         assert stat.S_ISREG(mode), f"st_mode {mode:#o} is not a regular file's"
+
+    def test_the_same_name_in_two_directories_names_two_files(
+            self, filesystem: FileSystem) -> None:
+        self.make_dir(filesystem, "d")
+        self.make_dir(filesystem, "e")
+        files = {path: self.file(filesystem, path, tag)
+                 for tag, path in enumerate(("f", "d/f", "e/f"), 50)}
+        for path, data in files.items():
+            self.assert_file(filesystem, path, data)
+        filesystem.unlink("d/f")
+        self.assert_file(filesystem, "f", files["f"])
+        self.assert_file(filesystem, "e/f", files["e/f"])
 
     # -- rename ---------------------------------------------------------------------------
     def test_rename_of_a_file_onto_itself_changes_nothing(
@@ -105,20 +117,26 @@ class FsNamespace(_Base):
 
     def test_a_renamed_directorys_files_are_gone_from_the_old_name(
             self, filesystem: FileSystem) -> None:
+        """Also when every name was looked up before (a name cache must forget them)."""
         self.make_dir(filesystem, "d")
         self.make_dir(filesystem, "d/sub")
         self.file(filesystem, "d/x", 37)
         self.file(filesystem, "d/sub/y", 38)
+        old = ("d", "d/x", "d/sub", "d/sub/y")
+        for path in old:
+            filesystem.stat(path)
         filesystem.rename("d", "e")
-        for path in ("d", "d/x", "d/sub", "d/sub/y"):
+        for path in old:
             self.assert_gone(filesystem, path)
         expect_errno(lambda: filesystem.open("d/x", os.O_RDONLY), errno.ENOENT)
         assert filesystem.listdir("") == ["e"]
 
     def test_a_new_directory_under_a_renamed_ones_old_name_is_empty(
             self, filesystem: FileSystem) -> None:
+        """Also when the old names were looked up before (a name cache must forget them)."""
         self.make_dir(filesystem, "d")
         self.file(filesystem, "d/x", 57)
+        filesystem.stat("d/x")
         filesystem.rename("d", "e")
         self.make_dir(filesystem, "d")
         assert filesystem.listdir("d") == []
@@ -251,18 +269,6 @@ class FsNamespace(_Base):
         expect_errno(lambda: filesystem.open("f/x", RDWR_CREAT), errno.ENOTDIR)
         self.assert_file(filesystem, "f", data)
 
-    def test_the_same_name_in_two_directories_names_two_files(
-            self, filesystem: FileSystem) -> None:
-        self.make_dir(filesystem, "d")
-        self.make_dir(filesystem, "e")
-        files = {path: self.file(filesystem, path, tag)
-                 for tag, path in enumerate(("f", "d/f", "e/f"), 50)}
-        for path, data in files.items():
-            self.assert_file(filesystem, path, data)
-        filesystem.unlink("d/f")
-        self.assert_file(filesystem, "f", files["f"])
-        self.assert_file(filesystem, "e/f", files["e/f"])
-
     # -- rmdir, unlink, open, listdir ----------------------------------------------------------
     def test_rmdir_of_a_file_is_enotdir(self, filesystem: FileSystem) -> None:
         self.make_dir(filesystem, "d")
@@ -278,8 +284,10 @@ class FsNamespace(_Base):
 
     def test_a_removed_directory_is_gone_from_its_parent(
             self, filesystem: FileSystem) -> None:
+        """Also when it was looked up before (a name cache must forget it)."""
         self.make_dir(filesystem, "d")
         self.make_dir(filesystem, "d/sub")
+        filesystem.stat("d/sub")
         filesystem.rmdir("d/sub")
         assert filesystem.listdir("d") == []
         self.assert_gone(filesystem, "d/sub")

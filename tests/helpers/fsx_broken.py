@@ -700,6 +700,15 @@ class RenameLeavesTheChildrenBehind(CachedFS):
         return [path]
 
 
+class DcacheKeepsTheMovedChildren(CachedFS):
+    """rename of a directory drops the directory's own name from the name cache but not
+    the names under it: once a new directory takes the old name, files looked up before
+    the move open in it again."""
+
+    def forget(self, path: str) -> None:
+        self.dcache.pop(path, None)
+
+
 class RenameLeavesTheChildrenLinked(CachedFS):
     """rename of a directory links its files under the new path but never removes the old
     keys: a new directory of the old name shows them again."""
@@ -823,6 +832,18 @@ class RmdirRemovesAFile(CachedFS):
         super().rmdir(path)
 
 
+class RmdirKeepsTheNameCached(CachedFS):
+    """rmdir removes the directory but leaves its entry in the name cache (no d_delete):
+    a directory looked up before is still found after it was removed."""
+
+    def rmdir(self, path: str) -> None:
+        name = self.resolve(path)
+        cached = self.dcache.get(name)
+        super().rmdir(path)
+        if cached is not None:
+            self.dcache[name] = cached
+
+
 class RmdirOfAMissingNameSucceeds(CachedFS):
     """rmdir of a name that is not there succeeds (a ``pop(name, None)``)."""
 
@@ -898,13 +919,12 @@ CACHED_BUGS: tuple[type[CachedFS], ...] = (
     StBlocksMissTheDirtyFolios, TruncateKeepsTheBlocks, TruncateZeroesToThePageEnd,
     MappedStoresNotDirtied, MappedReadsBypassTheCache, CacheKeyedByIndexOnly,
     PunchHoleFreesThePartialBlocks, RenameUnlinksTheTargetFirst, RenameLeavesTheChildrenBehind,
-    RenameLeavesTheChildrenLinked, RenameMovesNamesSharingThePrefix,
-    IntoItselfCheckedOneLevelDeep, IntoItselfCheckWithoutTheSeparator,
-    RenameIgnoresTheTargetsType, RenameOverANonEmptyDirectory, RenameRefusesAnEmptyDirectory,
-    DirectoryRenameCopiesItsFiles, MkdirOverAFile, NoPathWalk, FileTakenForADirectory,
-    RmdirRemovesAFile, RmdirOfAMissingNameSucceeds, UnlinkRemovesADirectory,
-    DirectoryOpensForWriting, ListdirOfAFileIsEmpty, StModeWithoutTheFileType,
-    DcacheKeyedByTheLastName,
+    DcacheKeepsTheMovedChildren, RenameLeavesTheChildrenLinked, RenameMovesNamesSharingThePrefix,
+    IntoItselfCheckedOneLevelDeep, IntoItselfCheckWithoutTheSeparator, RenameIgnoresTheTargetsType,
+    RenameOverANonEmptyDirectory, RenameRefusesAnEmptyDirectory, DirectoryRenameCopiesItsFiles,
+    MkdirOverAFile, NoPathWalk, FileTakenForADirectory, RmdirRemovesAFile, RmdirKeepsTheNameCached,
+    RmdirOfAMissingNameSucceeds, UnlinkRemovesADirectory, DirectoryOpensForWriting,
+    ListdirOfAFileIsEmpty, StModeWithoutTheFileType, DcacheKeyedByTheLastName,
 )
 
 BUGS: tuple[type[PassThrough], ...] = (

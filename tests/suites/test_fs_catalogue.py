@@ -25,6 +25,7 @@ CORRECT = [("tests.helpers.fsx_cachedfs:CachedFS",),
 CAUGHT_BY = {
     "RenameUnlinksTheTargetFirst": "test_rename_of_a_file_onto_itself_changes_nothing",
     "RenameLeavesTheChildrenBehind": "test_a_renamed_directorys_files_open_under_the_new_name",
+    "DcacheKeepsTheMovedChildren": "test_a_new_directory_under_a_renamed_ones_old_name_is_empty",
     "RenameLeavesTheChildrenLinked": "test_a_new_directory_under_a_renamed_ones_old_name_is_empty",
     "RenameMovesNamesSharingThePrefix":
         "test_renaming_a_directory_leaves_names_that_only_share_its_prefix",
@@ -42,6 +43,7 @@ CAUGHT_BY = {
     "NoPathWalk": "test_rename_into_a_missing_directory_is_enoent_and_keeps_the_source",
     "FileTakenForADirectory": "test_mkdir_under_a_file_is_enotdir",
     "RmdirRemovesAFile": "test_rmdir_of_a_file_is_enotdir",
+    "RmdirKeepsTheNameCached": "test_a_removed_directory_is_gone_from_its_parent",
     "RmdirOfAMissingNameSucceeds": "test_rmdir_of_a_missing_name_is_enoent",
     "UnlinkRemovesADirectory": "test_unlink_of_a_directory_is_eisdir",
     "DirectoryOpensForWriting": "test_opening_a_directory_for_writing_is_eisdir",
