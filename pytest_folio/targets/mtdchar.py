@@ -203,19 +203,36 @@ def _iovecs(view: memoryview, chunk: int) -> list[memoryview]:
     return [view[off:off + chunk] for off in range(0, len(view), chunk)]
 
 
+class _IovecCache:
+    """The iovec list of the last buffer and chunk, kept: the runners pass the same
+    buffer for every eraseblock of a pass, and slicing it into 256 page views per call
+    is what a chunked call cost (under TCG, more than the system call itself)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, int] | None = None
+        self._iov: list[memoryview] = []
+
+    def of(self, buf: bytes | bytearray | memoryview, chunk: int) -> list[memoryview]:
+        key = self._key
+        if key is None or key[0] is not buf or key[1] != chunk:
+            self._iov = _iovecs(memoryview(buf).cast("B"), chunk)
+            self._key = (buf, chunk)  # holds buf, so its id is never another's
+        return self._iov
+
+
 def _groups(iov: list[memoryview]) -> list[list[memoryview]]:
     """At most IOV_MAX iovecs per system call (the kernel refuses more: EINVAL)."""
-    return [iov[i:i + IOV_MAX] for i in range(0, len(iov), IOV_MAX)]
+    return [iov[i:i + IOV_MAX] for i in range(0, len(iov), IOV_MAX)] if len(iov) > IOV_MAX \
+        else [iov]
 
 
 def _advance(iov: list[memoryview], done: int) -> list[memoryview]:
     """The iovecs still to transfer after a transfer of ``done`` bytes."""
-    while iov and done >= len(iov[0]):
-        done -= len(iov[0])
-        iov = iov[1:]
-    if iov and done:
-        iov = [iov[0][done:], *iov[1:]]
-    return iov
+    for i, piece in enumerate(iov):
+        if done < len(piece):
+            return [piece[done:], *iov[i + 1:]] if done else iov[i:]
+        done -= len(piece)
+    return []
 
 
 class MTDChar:
@@ -242,6 +259,8 @@ class MTDChar:
         self._ioctl = ioctl
         self._erase64 = True
         self.exclusive = False     # open_mtd_char sets it when it holds the flock
+        self._read_iov = _IovecCache()
+        self._write_iov = _IovecCache()
 
     def __repr__(self) -> str:
         return (f"MTDChar({self.path!r}, name={self.name!r}, size={self.size}, "
@@ -272,9 +291,8 @@ class MTDChar:
         ``chunk``-byte reads, as that many pread calls would give it (mtd_speedtest's
         page reads), without a Python call and a system call for each.
         """
-        view = memoryview(buf).cast("B")
-        mtdcore.mtd_check_read(offset, len(view), self.size)
-        self._readv(offset, _iovecs(view, chunk))
+        mtdcore.mtd_check_read(offset, memoryview(buf).nbytes, self.size)
+        self._readv(offset, self._read_iov.of(buf, chunk))
 
     def _readv(self, offset: int, iov: list[memoryview]) -> None:
         self._transfer(os.preadv, "read", offset, iov)
@@ -298,9 +316,9 @@ class MTDChar:
         """Write ``data`` at ``offset`` in one system call; with ``chunk``, one iovec (one
         mtdchar_write, one driver write) per ``chunk`` bytes, as :meth:`read_into`."""
         self._refuse_unless_allowed("write")
-        view = memoryview(data).cast("B")
-        mtdcore.mtd_check_write(offset, len(view), self.size, self.flags, self.name)
-        self._transfer(os.pwritev, "write", offset, _iovecs(view, chunk))
+        mtdcore.mtd_check_write(offset, memoryview(data).nbytes, self.size, self.flags,
+                                self.name)
+        self._transfer(os.pwritev, "write", offset, self._write_iov.of(data, chunk))
 
     def erase(self, offset: int, length: int) -> None:
         self._refuse_unless_allowed("erase")

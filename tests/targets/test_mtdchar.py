@@ -334,7 +334,20 @@ def test_chunked_io_checks_the_range_and_consent(make_device: Callable[..., MTDC
 def test_a_partial_vectored_transfer_resumes_mid_iovec() -> None:
     iov = [memoryview(b"abcd"), memoryview(b"efgh"), memoryview(b"ij")]
     assert [bytes(v) for v in mtdchar._advance(iov, 6)] == [b"gh", b"ij"]
+    assert [bytes(v) for v in mtdchar._advance(iov, 8)] == [b"ij"]
     assert mtdchar._advance(iov, 10) == []
+
+
+def test_the_iovecs_of_a_buffer_used_again_are_made_once() -> None:
+    cache = mtdchar._IovecCache()
+    buf = bytearray(b"abcdefgh")
+    first = cache.of(buf, 2)
+    assert [bytes(v) for v in first] == [b"ab", b"cd", b"ef", b"gh"]
+    assert cache.of(buf, 2) is first                       # the same buffer: kept
+    assert [bytes(v) for v in cache.of(buf, 4)] == [b"abcd", b"efgh"]
+    assert [bytes(v) for v in cache.of(bytearray(b"ijkl"), 4)] == [b"ijkl"]
+    buf[:2] = b"zz"                                          # the views are of the buffer
+    assert bytes(cache.of(buf, 2)[0]) == b"zz"
 
 
 def test_the_speed_runner_moves_whole_eraseblocks_through_the_chunked_calls(
