@@ -108,7 +108,11 @@ def test_a_full_file_system_under_xdist_still_saves_the_runs_timings(
         "-p", "pytest_folio", "-n", "2", f"--folio-fs={small_tmpfs}", "--folio-fsx-seed=7",
         f"--folio-save={saved}", "test_timed.py", "test_full.py::TestFull::test_fsx",
         "test_full.py::TestFull::test_fsx_hypothesis", timeout=600)
-    result.assert_outcomes(passed=1, failed=2)
+    # the two workers share the small file system: when one has filled it before the
+    # other's set-up probes it, that probe's ENOSPC makes a set-up error, not a failure
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1
+    assert outcomes.get("failed", 0) + outcomes.get("errors", 0) == 2, outcomes
     assert "a timed block" in json.dumps(json.loads(saved.read_text()))
     assert list(small_tmpfs.iterdir()) == []
 
