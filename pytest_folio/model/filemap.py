@@ -35,10 +35,8 @@ from pytest_folio.model.folio import (
     FolioDeadlock,
     folio_get,
     folio_lock,
-    folio_mark_uptodate,
     folio_put,
     folio_trylock,
-    folio_unlock,
     folio_zero_range,
 )
 from pytest_folio.model.huge_memory import split_folio_to_order
@@ -304,16 +302,17 @@ class AddressSpace:
             folio_zero_range(folio, 0, folio.size)
         else:
             read_folio(folio)
-        folio_mark_uptodate(folio)
+        folio.uptodate = True                      # folio_mark_uptodate
         self.stats.read_folio += 1
 
     def _read_folio_locked(self, folio: Folio) -> None:
-        """read_folio runs with the folio locked, as filemap_read_folio does."""
-        folio_lock(folio)
+        """read_folio runs with the folio locked, as filemap_read_folio does (every
+        caller's folio is unlocked: just created, or checked; so the flag, inline)."""
+        folio.locked = True                        # folio_lock
         try:
             self._read_folio(folio)
         finally:
-            folio_unlock(folio)
+            folio.locked = False                   # folio_unlock
 
     def read_mapping_folio(self, index: int) -> Folio:
         """An uptodate folio holding ``index``, read through ``a_ops.read_folio`` if
