@@ -896,14 +896,8 @@ class DcacheKeyedByTheLastName(CachedFS):
     """The name cache is keyed by a path's last name, not by its directory too: the same
     name in two directories finds the file looked up first."""
 
-    def lookup(self, path: str) -> Inode | None:
-        key = path.rsplit("/", 1)[-1]
-        inode = self.dcache.get(key)
-        if inode is None:
-            inode = self.names.get(path)
-            if inode is not None:
-                self.dcache[key] = inode
-        return inode
+    def dcache_key(self, path: str) -> str:
+        return path.rsplit("/", 1)[-1]
 
 
 CACHED_BUGS: tuple[type[CachedFS], ...] = (

@@ -118,12 +118,17 @@ class CachedFS:
 
     def lookup(self, path: str) -> Inode | None:
         """The dcache first, then the directory (and remember the answer)."""
-        inode = self.dcache.get(path)
+        key = self.dcache_key(path)
+        inode = self.dcache.get(key)
         if inode is None:
             inode = self.names.get(path)
             if inode is not None:
-                self.dcache[path] = inode
+                self.dcache[key] = inode
         return inode
+
+    def dcache_key(self, path: str) -> str:
+        """What the name cache files a lookup under: the whole path."""
+        return path
 
     def forget(self, path: str) -> None:
         """Drop a name from the dcache (every name under it too)."""
