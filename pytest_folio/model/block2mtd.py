@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from io import BytesIO
-from itertools import chain, compress, islice, repeat
-from operator import attrgetter, not_
+from itertools import compress, cycle, islice, repeat
+from operator import and_, attrgetter, getitem, not_
 from typing import cast
 
 from pytest_folio.model.blockdev import BlockDevice
@@ -267,7 +267,10 @@ class Block2MTD:
         the kernel) and locks nothing (folio_lock then folio_unlock of a folio nobody
         holds, with nothing to drop it between lookup and lock); what those cost in
         compound_heads its caller counts per step as the loop does. Each looked-up
-        folio is marked accessed and the lookups are counted."""
+        folio is marked accessed and the lookups are counted. Per page the page path
+        pays the same at every order (a probe, a page address); what it checks and
+        marks on a folio it does once per folio, so the 4K page path, whose pages are
+        folios, pays for that per page as the folio path does."""
         if locking and self.before_lock is not None:
             return None
         mapping = self.mapping
@@ -277,10 +280,9 @@ class Block2MTD:
         by_page = self.per_page and nr > 1       # steps inside folios
         if by_page:                              # read_mapping_page() for every page
             # (the probe for a page inside a folio lands on the folio's first page)
-            off, steps = first & ~mask, last - first + 1
-            keys = chain.from_iterable(map(repeat, range(first & mask, last + 1, nr),
-                                           repeat(nr)))
-            found = list(map(mapping._folios.get, islice(keys, off, off + steps)))
+            off = first & ~mask
+            found = list(map(mapping._folios.get,
+                             map(and_, range(first, last + 1), repeat(mask))))
             # each folio once, where its first step is (a page's flags are its folio's)
             folios = found[:1] + found[nr - off::nr]
         else:                                    # read_mapping_folio() for every folio
@@ -300,8 +302,8 @@ class Block2MTD:
             for folio in heads:
                 if folio.page_views is None:
                     folio_page_views(folio)
-            views = list(islice(chain.from_iterable(map(_PAGE_VIEWS, heads)), off,
-                                off + steps))
+            views = list(map(getitem, map(_PAGE_VIEWS, batch),
+                             islice(cycle(range(nr)), off, None)))
             start_first, start_last = first << PAGE_SHIFT, last << PAGE_SHIFT
         else:                                    # folio_address(folio) of every folio
             views = list(map(_DATA, batch))      # (a page's address, when it is a folio)
