@@ -11,6 +11,7 @@ for one test parameter and tears it down afterwards.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
 from collections.abc import Callable
@@ -86,7 +87,7 @@ def call_factory(factory: Callable[..., Any], name: str, protocol: type, what: s
 
 
 @dataclasses.dataclass(frozen=True)
-class Target(Generic[T]):
+class Target(abc.ABC, Generic[T]):
     """A resolved target spec; subclasses say what it opens and how."""
 
     spec: TargetSpec
@@ -168,7 +169,7 @@ class Target(Generic[T]):
         return cls(spec)
 
     @classmethod
+    @abc.abstractmethod
     def check_path_at(cls, size: int | None, path: Path, option: str) -> None:
         """Stop the run now when ``path`` (for ``size`` of a size map) cannot be used;
         each target kind says what it needs of a path."""
-        raise NotImplementedError

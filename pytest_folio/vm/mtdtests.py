@@ -95,6 +95,12 @@ def _block_device_lbs(devname: str, sys: Path) -> int | None:
     return None
 
 
+def block2mtd_blockdev(name: str) -> str | None:
+    """The block device of an MTD device block2mtd named ``block2mtd: /dev/...``."""
+    match = re.match(r"block2mtd: (/\S+)", name)
+    return match.group(1) if match else None
+
+
 def kernel_mtd_devices(sys: Path = Path("/sys")) -> list[KernelDevice]:
     """The kernel's MTD devices (``/sys/class/mtd/mtdN``), in number order. block2mtd
     names its device ``block2mtd: /dev/...``; that block device's logical block size
@@ -109,8 +115,8 @@ def kernel_mtd_devices(sys: Path = Path("/sys")) -> list[KernelDevice]:
             return (entry / attr).read_text().strip()
 
         name = value("name")
-        match = re.match(r"block2mtd: (/\S+)", name)
-        lbs = _block_device_lbs(match.group(1), sys) if match else None
+        blockdev = block2mtd_blockdev(name)
+        lbs = None if blockdev is None else _block_device_lbs(blockdev, sys)
         devices.append(KernelDevice(int(entry.name[3:]), name, int(value("size")),
                                     int(value("erasesize")), int(value("writesize")),
                                     None if lbs is None else folio_order_of(lbs)))
@@ -181,11 +187,11 @@ def swap_block2mtd(module: Path, devices: list[KernelDevice],
         raise OSError(err, f"cannot load {module}: {os.strerror(err)}")
     param = sys / "module/block2mtd/parameters/block2mtd"
     for device in devices:
-        match = re.match(r"block2mtd: (/\S+)", device.name)
-        if match is None:
+        blockdev = block2mtd_blockdev(device.name)
+        if blockdev is None:
             raise OSError(errno.EINVAL, f"{device.path} ({device.name}) is not block2mtd's")
-        param.write_text(f"{match.group(1)},{device.erasesize}\n")
-    again = [d for d in kernel_mtd_devices(sys) if d.name.startswith("block2mtd: ")]
+        param.write_text(f"{blockdev},{device.erasesize}\n")
+    again = [d for d in kernel_mtd_devices(sys) if block2mtd_blockdev(d.name) is not None]
     if [(d.number, d.name, d.size) for d in again] != [
             (d.number, d.name, d.size) for d in devices]:
         raise OSError(errno.EIO, f"{module} made {[d.name for d in again]}, not "
