@@ -40,7 +40,7 @@ from pathlib import Path
 from pytest_folio.mtdtests.speed import run_speedtest
 from pytest_folio.mtdtests.stress import run_stresstest
 from pytest_folio.targets.mtdchar import open_mtd_char
-from pytest_folio.vm.mtdtests import (KERNEL_TESTS, MODULES_ENV, kernel_mtd_devices,
+from pytest_folio.mtdtests.kernel_modules import (KERNEL_TESTS, MODULES_ENV, kernel_mtd_devices,
                                       run_kernel_test, speed_rows)
 
 PASSES, COUNT, ANCHOR = {passes}, {count}, {anchor!r}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
+from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -50,6 +50,12 @@ def is_power_of_two(n: int) -> bool:
 def ilog2(n: int) -> int:
     """log2 of a power of two."""
     return n.bit_length() - 1
+
+
+def blocksize_order(logical_block_size: int) -> int:
+    """The minimum folio order a block size needs (0 up to PAGE_SIZE): a page cache over
+    blocks of that size holds folios of at least one block."""
+    return max(0, ilog2(logical_block_size) - PAGE_SHIFT)
 
 
 def ffs0(n: int) -> int:

@@ -20,10 +20,7 @@ import pytest
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.measurement import Measurement
 from pytest_folio.mtdtests.common import mtdtest_erase_good_eraseblocks
-from pytest_folio.session import settings
-from pytest_folio.sizes import format_size
-from pytest_folio.targets.mtdchar import open_mtd_char
-from pytest_folio.vm.mtdtests import (
+from pytest_folio.mtdtests.kernel_modules import (
     INTERLEAVE_ENV,
     KERNEL_TESTS,
     MODULES_ENV,
@@ -35,6 +32,9 @@ from pytest_folio.vm.mtdtests import (
     swap_block2mtd,
     torture_params,
 )
+from pytest_folio.session import settings
+from pytest_folio.sizes import format_size
+from pytest_folio.targets.mtdchar import open_mtd_char
 
 SPEED_PASSES = 4        # samples per row: the fewest the collector's significance test takes
 INTERLEAVED_PASSES = 10  # per side, ABBA...: two sides in one boot take more samples

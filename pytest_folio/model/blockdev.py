@@ -14,12 +14,12 @@ import os
 import stat
 from types import TracebackType
 
-from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import Folio
 from pytest_folio.model.memory import PhysicalMemory, discard_pages
 from pytest_folio.model.stats import Stats
-from pytest_folio.sizes import format_size, ilog2, is_power_of_two
+from pytest_folio.sizes import blocksize_order, format_size, is_power_of_two
 
 MIN_LOGICAL_BLOCK_SIZE = 512
 MAX_LOGICAL_BLOCK_SIZE = PAGE_SIZE << MAX_PAGECACHE_ORDER
@@ -33,11 +33,6 @@ def check_logical_block_size(size: int) -> int:
             f"logical block size {size!r} must be a power of two from "
             f"{format_size(MIN_LOGICAL_BLOCK_SIZE)} to {format_size(MAX_LOGICAL_BLOCK_SIZE)}")
     return size
-
-
-def blocksize_order(logical_block_size: int) -> int:
-    """The minimum folio order a block size needs (0 up to PAGE_SIZE)."""
-    return max(0, ilog2(logical_block_size) - PAGE_SHIFT)
 
 
 class BlockDeviceOperations:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_folio import progress
+from pytest_folio.mtdtests.kernel_modules import INTERLEAVE_ENV, MODULES_ENV
 from pytest_folio.sizes import format_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.bootimage import bootable_image
@@ -56,7 +57,6 @@ from pytest_folio.vm.kernel import (
 )
 from pytest_folio.vm.kernelbuild import build_kernel
 from pytest_folio.vm.modules import ModuleTree
-from pytest_folio.vm.mtdtests import INTERLEAVE_ENV, MODULES_ENV
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
     Machine,
@@ -128,7 +128,7 @@ class VMRun:
         qemu = find_qemu()
         busybox = find_busybox()
         kernel = self.kernel()
-        image = bootable_image(kernel, self.cache, self.progress)
+        image = bootable_image(kernel.image, self.cache.root / "vmlinux", self.progress)
         orders = mtd_orders(self.opts.pytest_args, kernel.release, self.progress)
         sizes = (fs_block_sizes(self.opts.fs, self.opts.pytest_args, kernel.release,
                                 self.progress) if self.opts.fs != "ramfs" else [])

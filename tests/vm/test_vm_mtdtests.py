@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.vm import mtdtests
-from pytest_folio.vm.mtdtests import (
+from pytest_folio.mtdtests import kernel_modules as mtdtests
+from pytest_folio.mtdtests.kernel_modules import (
     KERNEL_TESTS,
     KernelDevice,
     KernelTestRun,
-    folio_order_of,
     kernel_mtd_devices,
     speed_rows,
     swap_block2mtd,
     torture_params,
 )
+from pytest_folio.sizes import blocksize_order
 
 DEVICE = KernelDevice(0, "block2mtd: /dev/ram0", 16 << 20, 128 << 10, 1, 0)
 
@@ -88,7 +88,7 @@ def test_torturetests_wear_warning_is_no_problem_but_a_verify_failure_is() -> No
 
 @pytest.mark.parametrize(("lbs", "order"), [(512, 0), (4096, 0), (16384, 2), (65536, 4)])
 def test_the_folio_order_follows_the_logical_block_size(lbs: int, order: int) -> None:
-    assert folio_order_of(lbs) == order
+    assert blocksize_order(lbs) == order
 
 
 def test_torture_fits_its_range_into_a_small_device() -> None:
