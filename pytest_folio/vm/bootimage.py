@@ -16,12 +16,8 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pytest_folio.vm import Progress, VMError
-
-if TYPE_CHECKING:
-    from pytest_folio.vm.kernel import Kernel, KernelCache
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -38,7 +34,8 @@ def bzimage_release(image: bytes) -> str | None:
     return text.split()[0] if text.strip() else None
 
 
-def _decompress(kind: str, data: bytes) -> bytes:
+def decompress(kind: str, data: bytes) -> bytes:
+    """``data`` unpacked by the named compressor (a kernel image's or a module's)."""
     if kind == "gzip":
         return zlib.decompressobj(wbits=31).decompress(data)
     if kind == "xz":
@@ -78,7 +75,7 @@ def extract_vmlinux(image: bytes) -> bytes | None:
         pos = image.find(magic)
         while pos >= 0:
             try:
-                out = _decompress(kind, image[pos:])
+                out = decompress(kind, image[pos:])
             except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError):
                 out = b""
             if out[:4] == ELF_MAGIC:
@@ -112,31 +109,31 @@ def has_pvh_note(elf: bytes) -> bool:
     return False
 
 
-def bootable_image(kernel: Kernel, cache: KernelCache, progress: Progress) -> Path:
-    """What qemu should boot: the unpacked vmlinux when it has a PVH note, else the image.
+def bootable_image(image: Path, store: Path, progress: Progress) -> Path:
+    """What qemu should boot: the vmlinux unpacked from ``image`` when it has a PVH note,
+    else ``image`` itself.
 
-    The result is cached by the image's hash (a marker remembers "no usable vmlinux"),
-    so the decompression happens once per kernel.
+    The result is cached in ``store`` by the image's hash (a marker remembers "no usable
+    vmlinux"), so the decompression happens once per kernel.
     """
-    data = kernel.image.read_bytes()
+    data = image.read_bytes()
     if data[:4] == ELF_MAGIC:
         if not has_pvh_note(data):
-            raise VMError(f"--kernel {kernel.image}: an ELF vmlinux without a PVH entry "
+            raise VMError(f"--kernel {image}: an ELF vmlinux without a PVH entry "
                           "note (CONFIG_PVH) cannot be booted directly; give the bzImage")
-        return kernel.image
+        return image
     key = hashlib.sha256(data).hexdigest()[:20]
-    store = cache.root / "vmlinux"
     target, marker = store / key, store / f"{key}.none"
     if target.is_file():
         return target
     if marker.exists():
-        return kernel.image
-    progress(f"unpacking the vmlinux inside {kernel.image.name} (boots faster under TCG)")
+        return image
+    progress(f"unpacking the vmlinux inside {image.name} (boots faster under TCG)")
     store.mkdir(parents=True, exist_ok=True)
     elf = extract_vmlinux(data)
     if elf is None or not has_pvh_note(elf):
         marker.touch()
-        return kernel.image
+        return image
     tmp = store / f".{key}.{os.getpid()}"
     tmp.write_bytes(elf)
     tmp.replace(target)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pytest_folio.vm import VMError
-from pytest_folio.vm.bootimage import ELF_MAGIC, _decompress
+from pytest_folio.vm.bootimage import ELF_MAGIC, decompress
 
 MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.gz", ".ko.zst")
 
@@ -32,7 +32,7 @@ def read_module(path: Path) -> bytes:
     if path.name.endswith(".ko.gz"):
         return zlib.decompress(data, wbits=31)
     if path.name.endswith(".ko.zst"):
-        out = _decompress("zstd", data)
+        out = decompress("zstd", data)
         if out[:4] != ELF_MAGIC:
             raise VMError(f"{path}: cannot decompress (install zstd)")
         return out

@@ -200,25 +200,23 @@ def test_pvh_note_is_required() -> None:
 
 
 def test_bootable_image_caches_the_vmlinux(tmp_path: Path) -> None:
-    cache = KernelCache(tmp_path / "cache")
+    store = tmp_path / "cache" / "vmlinux"
     image = tmp_path / "bzImage"
     image.write_bytes(bzimage(gzip.compress(pvh_vmlinux())))
     messages: list[str] = []
-    kernel = user_kernel(image, None)
-    booted = bootable_image(kernel, cache, messages.append)
+    booted = bootable_image(image, store, messages.append)
     assert booted.read_bytes() == pvh_vmlinux()
-    assert bootable_image(kernel, cache, messages.append) == booted
+    assert bootable_image(image, store, messages.append) == booted
     assert len(messages) == 1  # unpacked once
 
 
 def test_bootable_image_without_pvh_boots_the_bzimage(tmp_path: Path) -> None:
-    cache = KernelCache(tmp_path / "cache")
+    store = tmp_path / "cache" / "vmlinux"
     image = tmp_path / "bzImage"
     image.write_bytes(bzimage(gzip.compress(elf64({".text": b"\x90"}))))
     messages: list[str] = []
-    kernel = user_kernel(image, None)
-    assert bootable_image(kernel, cache, messages.append) == image
-    assert bootable_image(kernel, cache, messages.append) == image
+    assert bootable_image(image, store, messages.append) == image
+    assert bootable_image(image, store, messages.append) == image
     assert len(messages) == 1  # the "no usable vmlinux" answer is remembered
 
 
@@ -226,7 +224,7 @@ def test_elf_without_pvh_is_refused(tmp_path: Path) -> None:
     image = tmp_path / "vmlinux"
     image.write_bytes(elf64({".text": b"\x90"}))
     with pytest.raises(VMError, match=r"without a PVH entry note \(CONFIG_PVH\)"):
-        bootable_image(user_kernel(image, None), KernelCache(tmp_path), quiet)
+        bootable_image(image, tmp_path / "vmlinux", quiet)
 
 
 def test_modinfo_and_names() -> None:
