@@ -3,14 +3,17 @@
 Each run is ``.folio/NNNN_NAME.json``: the next free number and a name from the code's
 git commit (``-dirty`` with uncommitted changes) or the time. ``show`` and ``compare`` (and
 ``--folio-compare``) take a file, a run number (``3``) or a name (``1a2b3c4d-dirty``).
-Two runs saving at once never take the same number: a name is claimed by a hard link,
-which fails when it exists.
+Two runs saving at once never take the same number: the number is chosen and claimed
+(by a hard link, which fails when the name exists) under an exclusive lock on the
+directory, so runs with different names cannot both take it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,18 +42,43 @@ def run_name(run: TimingRun) -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
 
 
+def check_storage(directory: Path) -> None:
+    """Refuse, with one line, a ``.folio`` that could not take a run: not a directory, not
+    writable, or missing where its parent cannot be written. Checked before the tests."""
+    where = os.fspath(directory)
+    try:
+        info = directory.stat()
+    except FileNotFoundError:
+        parent = next((p for p in directory.parents if p.exists()), Path("."))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise TimingFileError(f"{where}: cannot be created ({parent} is not "
+                                  "writable)") from None
+        return
+    except OSError as exc:
+        raise TimingFileError(f"{where}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise TimingFileError(f"{where}: is not a directory; saved runs go in a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise TimingFileError(f"{where}: directory is not writable")
+
+
 def autosave(run: TimingRun, directory: Path) -> Path:
     """Save ``run`` as the next numbered run in ``directory`` (created if missing)."""
     directory.mkdir(parents=True, exist_ok=True)
     name = run_name(run)
-    number = max((n for n, *_ in saved_runs(directory)), default=0) + 1
-    while True:
-        path = directory / f"{number:04d}_{name}.json"
-        try:
-            save_new(run, path)
-            return path
-        except FileExistsError:
-            number += 1
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)      # released when fd closes
+        number = max((n for n, *_ in saved_runs(directory)), default=0) + 1
+        while True:
+            path = directory / f"{number:04d}_{name}.json"
+            try:
+                save_new(run, path)
+                return path
+            except FileExistsError:     # a run saved without the lock (another version)
+                number += 1
+    finally:
+        os.close(fd)
 
 
 def resolve(ref: str, directory: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_folio.measurement import Measurement
 from pytest_folio.timing import columns, meta, table
-from pytest_folio.timing.autosave import autosave, resolve
+from pytest_folio.timing.autosave import autosave, check_storage, resolve
 from pytest_folio.timing.compare import Comparison, Row, compare_runs
 from pytest_folio.timing.machine import machine_facts, xdist_worker_count
 from pytest_folio.timing.storage import (
@@ -49,10 +49,15 @@ class TimingOptions:
     storage: Path = Path(".folio")
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # saved as is
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # option -> how messages name it: the option, or "ini key folio_save" when set there
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def measures_machine(self) -> bool:
         return self.save is not None or self.compare is not None or self.autosave
+
+    def source(self, option: str) -> str:
+        return self.sources.get(option, option)
 
 
 def interrupted_path(path: Path) -> Path:
@@ -93,26 +98,34 @@ class TimingCollector:
         self.machine: dict[str, Any] = {}
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
+        self.gate_error = ""                # --folio-compare-fail could not judge the run
         self.untested: list[str] = []
         self.doubts: list[str] = []
         self.notes: list[str] = []          # what was saved where, or why not
         self.save_failed = False
         self.final: TimingRun | None = None
+        self.loop_finished = False          # the test loop ended without an interrupt
         if self.is_worker:
             return
-        if options.compare_fail is not None and options.compare is None:
-            raise pytest.UsageError("--folio-compare-fail needs --folio-compare BASE.json")
-        if options.save is not None:
+        o = options
+        if o.compare_fail is not None and o.compare is None:
+            raise pytest.UsageError(f"{o.source('--folio-compare-fail')} needs "
+                                    "--folio-compare BASE.json")
+        # refused before any test runs: a run whose timings cannot be kept is wasted
+        checks = [("--folio-save", check_save_path, o.save),
+                  ("--folio-autosave", check_storage, o.storage if o.autosave else None)]
+        for option, check, path in checks:
             try:
-                check_save_path(options.save)
+                if path is not None:
+                    check(path)
             except TimingFileError as exc:
-                raise pytest.UsageError(f"--folio-save {exc}") from None
-        if options.compare is not None:
+                raise pytest.UsageError(f"{o.source(option)}: {exc}") from None
+        if o.compare is not None:
             try:
-                self.base_path = resolve(options.compare, options.storage)
+                self.base_path = resolve(o.compare, o.storage)
                 self.base = load_run(self.base_path)
             except TimingFileError as exc:
-                raise pytest.UsageError(f"--folio-compare: {exc}") from None
+                raise pytest.UsageError(f"{o.source('--folio-compare')}: {exc}") from None
         if options.measures_machine:
             self.machine = machine_facts(xdist_worker_count(config))
 
@@ -187,6 +200,12 @@ class TimingCollector:
         (it goes beside it); a failure to write is one line and fails the run."""
         o = self.options
         where: Path | None = None
+        if not run.records:
+            if o.save is not None or o.autosave:
+                self.notes.append("nothing was measured: not saved"
+                                  + (f" (kept {o.save} as it was)" if o.save is not None
+                                     and o.save.exists() else ""))
+            return
         try:
             if o.save is not None:
                 path = where = o.save if run.complete else interrupted_path(o.save)
@@ -208,12 +227,21 @@ class TimingCollector:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        """Note that the test loop ended by itself: a second Ctrl-C while pytest handles
+        the first leaves the exit status unset, and must still count as an interrupt."""
+        result = yield
+        self.loop_finished = True
+        return result
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
             return
         run = self.run()
-        run.complete = session.exitstatus != pytest.ExitCode.INTERRUPTED
+        run.complete = (self.loop_finished
+                        and session.exitstatus != pytest.ExitCode.INTERRUPTED)
         self.final = run
         self._save(run, session)
         if self.base is not None:
@@ -230,7 +258,11 @@ class TimingCollector:
                     f"{len(r.base)} against {len(r.patched)} samples cannot be told from "
                     "noise (not failing; time more passes)"
                     for r in self.comparison.rows if r.untested_beyond(limit)]
-                if self.regressions and session.exitstatus == pytest.ExitCode.OK:
+                if not any(r.base and r.patched for r in self.comparison.rows):
+                    self.gate_error = (f"nothing to compare: no item of {self.base_path} "
+                                       "was measured in this run")
+                if ((self.regressions or self.gate_error)
+                        and session.exitstatus == pytest.ExitCode.OK):
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _table(self, run: TimingRun) -> str:
@@ -266,5 +298,7 @@ class TimingCollector:
             tr.write_line(f"folio: warning: {line}", yellow=True)
         for line in self.regressions:
             tr.write_line(f"folio: regression: {line}", red=True)
+        if self.gate_error:
+            tr.write_line(f"folio: regression gate: {self.gate_error}", red=True)
         for line in self.untested:
             tr.write_line(f"folio: untested: {line}", yellow=True)

@@ -180,7 +180,11 @@ def bandwidth_rows(runs: list[TimingRun], name: str | None = None,
             best_rate = "max" if statistic == "min" else statistic
             gbps = max(r.samples) if best_rate == "max" else center(r.samples, statistic)
         elif r.unit == "ms" and isinstance(r.extra.get("bytes"), int):
-            gbps = r.extra["bytes"] / (center(r.samples, statistic) / 1e3) / 1e9
+            ms = center(r.samples, statistic)
+            if ms <= 0:
+                raise ValueError(f"{r.name} at {size_text}: a time of {ms:g} ms has no "
+                                 "bandwidth")
+            gbps = r.extra["bytes"] / (ms / 1e3) / 1e9
         else:
             continue
         names.add(r.name)

@@ -153,22 +153,70 @@ def save_new(run: TimingRun, path: str | os.PathLike[str]) -> None:
     _write_new(run, Path(path), os.link)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check(where: str, name: str, value: Any, ok: bool, what: str) -> None:
+    """One line naming the file and the field when a hand-edited value has the wrong type."""
+    if not ok:
+        raise TimingFileError(f"{where}: {name!r} is not {what} ({value!r:.40})")
+
+
 def _record(data: Any, index: int, where: str) -> Record:
     if not isinstance(data, dict):
         raise TimingFileError(f"{where}: measurement {index} is not an object")
     for key in ("suite", "name", "unit"):
         if not isinstance(data.get(key), str):
             raise TimingFileError(f"{where}: measurement {index} has no {key!r} string")
+    at = f"{where}: measurement {index} ({data['name']})"
     for key in ("params", "counters", "extra"):
         if not isinstance(data.get(key, {}), dict):
-            raise TimingFileError(f"{where}: measurement {index}: {key!r} is not an object")
+            raise TimingFileError(f"{at}: {key!r} is not an object")
+    _check(at, "target", data.get("target", ""), isinstance(data.get("target", ""), str),
+           "a string")
+    for key, value in data.get("params", {}).items():
+        _check(at, f"params.{key}", value, isinstance(value, str) or _is_number(value),
+               "a string or number")
+    for key, value in data.get("counters", {}).items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TimingFileError(f"{at}: counter {key!r} is not a whole number ({value!r:.40})")
     try:
         samples = check_samples(data.get("samples"))
     except ValueError as exc:
-        raise TimingFileError(f"{where}: measurement {index} ({data['name']}): {exc}") from None
+        raise TimingFileError(f"{at}: {exc}") from None
     record = Record.from_dict(data)
     record.samples = samples
     return record
+
+
+def _check_header(data: dict[str, Any], where: str) -> None:
+    """The run's own fields, as :class:`TimingRun` and its readers use them."""
+    for key in ("machine", "hosts", "settings", "meta"):
+        _check(where, key, data.get(key), isinstance(data.get(key, {}), dict), "an object")
+    _check(where, "created", data.get("created"), isinstance(data.get("created", ""), str),
+           "a string")
+    _check(where, "complete", data.get("complete"),
+           isinstance(data.get("complete", True), bool), "true or false")
+    for host, facts in data.get("hosts", {}).items():
+        _check(where, f"hosts.{host}", facts, isinstance(facts, dict), "an object")
+    for facts, name in ((data.get("machine", {}), "machine"),
+                        *((f, f"hosts.{h}") for h, f in data.get("hosts", {}).items())):
+        gbps = facts.get("memcpy_gbps")
+        _check(where, f"{name}.memcpy_gbps", gbps, gbps is None or (
+            _is_number(gbps) and math.isfinite(gbps) and gbps > 0), "a positive number")
+        for key in ("host", "cpu"):
+            _check(where, f"{name}.{key}", facts.get(key),
+                   isinstance(facts.get(key, ""), str), "a string")
+    meta = data.get("meta", {})
+    _check(where, "meta.version", meta.get("version"),
+           isinstance(meta.get("version", ""), str), "a string")
+    git = meta.get("git", {})
+    _check(where, "meta.git", git, isinstance(git, dict), "an object")
+    _check(where, "meta.git.commit", git.get("commit"),
+           isinstance(git.get("commit", ""), str), "a string")
+    _check(where, "meta.git.dirty", git.get("dirty"),
+           isinstance(git.get("dirty", False), bool), "true or false")
 
 
 def load_run(path: str | os.PathLike[str]) -> TimingRun:
@@ -199,16 +247,14 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise TimingFileError(f"{where}: not a pytest-folio timing file")
     version = data.get("version")
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:    # true == 1 in Python
         raise TimingFileError(
             f"{where}: timing format version {version!r}, this pytest-folio reads "
             f"version {VERSION}; re-run with --folio-save to write it again")
     measurements = data.get("measurements")
     if not isinstance(measurements, list):
         raise TimingFileError(f"{where}: no measurements list")
-    for key in ("machine", "hosts", "settings", "meta"):
-        if not isinstance(data.get(key, {}), dict):
-            raise TimingFileError(f"{where}: {key!r} is not an object")
+    _check_header(data, where)
     return TimingRun(
         records=[_record(m, i, where) for i, m in enumerate(measurements)],
         machine=data.get("machine", {}),
@@ -216,5 +262,5 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
         settings=data.get("settings", {}),
         created=str(data.get("created", "")),
         meta=data.get("meta", {}),
-        complete=data.get("complete", True) is not False,
+        complete=data.get("complete", True),
     )

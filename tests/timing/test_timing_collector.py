@@ -162,7 +162,7 @@ def test_compare_prints_grid_and_fails_only_on_significant_regression(
      "ERROR: --folio-compare: v2.json: timing format version 2, this pytest-folio reads*"),
     (["--folio-compare-fail=5"], "ERROR: --folio-compare-fail needs --folio-compare BASE.json"),
     (["--folio-save=nodir/run.json"],
-     "ERROR: --folio-save nodir/run.json: directory nodir does not exist"),
+     "ERROR: --folio-save: nodir/run.json: directory nodir does not exist"),
 ])
 def test_bad_timing_options_are_usage_errors(suite: pytest.Pytester, args: list[str],
                                              message: str) -> None:
