@@ -38,7 +38,7 @@ from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.fsx import FsxRunner
 from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
 from pytest_folio.fsx.log import FL_SKIPPED
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem
 
 __all__ = ["FsxSuite"]
 
@@ -67,16 +67,16 @@ class FsxSuite:
             return fsx.options(numops=numops).numops
         return sum(not entry.flags & FL_SKIPPED for entry in replay[1])
 
-    def test_fsx(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+    def test_fsx(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
         result = fsx(filesystem, self.fsx_settings())
         assert result.testcalls == self._operations_to_complete(fsx)
 
-    def test_fsx_page_aligned(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+    def test_fsx_page_aligned(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
         opts = self.fsx_settings().replace(readbdy=PAGE_SIZE, truncbdy=PAGE_SIZE,
                                            writebdy=PAGE_SIZE)
         assert fsx(filesystem, opts).testcalls == self._operations_to_complete(fsx)
 
-    def test_fsx_block_aligned(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+    def test_fsx_block_aligned(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
         bs = filesystem.blocksize
         base = self.fsx_settings()
         opts = base.replace(readbdy=bs, truncbdy=bs, writebdy=bs,
@@ -84,13 +84,13 @@ class FsxSuite:
                             maxoplen=max(base.maxoplen, bs))
         assert fsx(filesystem, opts).testcalls == self._operations_to_complete(fsx)
 
-    def test_fsx_large_file(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+    def test_fsx_large_file(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
         opts = self.fsx_settings().replace(maxfilelen=self.fsx_large_file, maxoplen=256 << 10)
         numops = max(1, fsx.settings.fsx_ops // 5)
         result = fsx(filesystem, opts, numops=numops)
         assert result.testcalls == self._operations_to_complete(fsx, numops)
 
-    def test_fsx_hypothesis(self, filesystem: FileSystem, fsx: FsxRunner) -> None:
+    def test_fsx_hypothesis(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
         if fsx.replay is not None:
             pytest.skip("--folio-fsx-replay replays through test_fsx")
         fsx.machine(filesystem, self.fsx_settings(), self.fsx_hypothesis_profile)

@@ -2,8 +2,10 @@
 
 It implements pytest-folio's FileSystem protocol (pytest_folio.targets.protocols), so
 every file-system fixture and suite can run against it with
-``--folio-fs dictfs:factory``. Calls it does not support raise OSError(EOPNOTSUPP),
-which the suites count as skipped. A descriptor holds the file's bytearray (its inode),
+``--folio-fs dictfs:factory``. It implements the protocol's core, mapped I/O and
+directories, and leaves fallocate and copy_file_range out: the suites skip what needs
+them. A rename of a directory answers EOPNOTSUPP, as Linux does for what a file system
+cannot do in one case. A descriptor holds the file's bytearray (its inode),
 not its name, so a file renamed over or unlinked while open keeps its data for that
 descriptor, as on Linux.
 """
@@ -34,7 +36,6 @@ class DictFS:
     """Paths are normalised to 'a/b' (no leading slash); '' is the root directory."""
 
     blocksize: int = PAGE_SIZE
-    features: frozenset[str] = frozenset({"mmap"})
     files: dict[str, bytearray] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=lambda: {""})
     fds: dict[int, _Open] = field(default_factory=dict)
@@ -130,13 +131,6 @@ class DictFS:
     def fsync(self, fd: int) -> None:
         if fd not in self.fds:
             raise _err(errno.EBADF, f"fd {fd}")
-
-    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        raise _err(errno.EOPNOTSUPP, "fallocate")
-
-    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
-                        offset_dst: int) -> int:
-        raise _err(errno.EOPNOTSUPP, "copy_file_range")
 
     def _mapped(self, fd: int, offset: int, length: int, write: bool) -> bytearray:
         buf = self._data(fd, write=write)

@@ -40,7 +40,7 @@ from pytest_folio.fsx.log import (
     format_fsxops,
     op_code,
 )
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile(QUICK, max_examples=25, stateful_step_count=50, deadline=None,
@@ -83,7 +83,7 @@ class FsxStateFailure(FsxFailure):
 class FsxMachine(RuleBasedStateMachine):
     """Subclass with :func:`fsx_machine` rather than directly: it sets the target."""
 
-    filesystem: ClassVar[Callable[[], FileSystem]]
+    filesystem: ClassVar[Callable[[], AnyFileSystem]]
     options: ClassVar[FsxOptions] = FsxOptions()
 
     def __init__(self) -> None:
@@ -152,7 +152,7 @@ class FsxMachine(RuleBasedStateMachine):
             self.fs.unlink(self.path)
 
 
-def fsx_machine(filesystem: Callable[[], FileSystem],
+def fsx_machine(filesystem: Callable[[], AnyFileSystem],
                 options: FsxOptions | None = None) -> type[FsxMachine]:
     """A state machine class testing the file systems ``filesystem()`` returns (called
     once per example; returning the same object is fine, each example uses a new file)."""
@@ -162,7 +162,7 @@ def fsx_machine(filesystem: Callable[[], FileSystem],
     return type("FsxMachine", (FsxMachine,), attrs)
 
 
-def run_fsx_machine(filesystem: Callable[[], FileSystem], options: FsxOptions | None = None,
+def run_fsx_machine(filesystem: Callable[[], AnyFileSystem], options: FsxOptions | None = None,
                     profile: str = QUICK, *, seed: int | None = None) -> None:
     """Run the machine under a registered profile (``fsx-quick``, ``fsx-thorough``, or
     any profile of your own); raises :class:`FsxStateFailure` with the shrunk log.

@@ -25,7 +25,7 @@ import stat
 from typing import Any
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem, features_of
 from pytest_folio.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -59,15 +59,16 @@ _KINDS = ["open", "close", "pread", "pwrite", "ftruncate", "fstat", "mmap_read",
 _WEIGHTS = [8, 3, 10, 14, 6, 4, 5, 5, 3, 6, 1, 2, 2, 2, 2, 1, 2]
 
 
-def fallocate_modes(a: FileSystem, b: FileSystem, bad_modes: list[int] | None = None
+def fallocate_modes(a: AnyFileSystem, b: AnyFileSystem, bad_modes: list[int] | None = None
                     ) -> list[int]:
     """Modes both support (collapse/insert only at equal block sizes: they must be
     block aligned), or all of them when neither supports fallocate, plus ``bad_modes``
     (default :data:`BAD_MODES`)."""
     bad = BAD_MODES if bad_modes is None else bad_modes
-    if "fallocate" not in a.features and "fallocate" not in b.features:
+    ours, theirs = features_of(a), features_of(b)
+    if "fallocate" not in ours and "fallocate" not in theirs:
         return [*MODE_FEATURE, *bad]
-    common = a.features & b.features
+    common = ours & theirs
     if a.blocksize != b.blocksize:
         common -= {"collapse_range", "insert_range"}
     return [m for m, f in MODE_FEATURE.items() if f in common] + bad
@@ -155,7 +156,7 @@ def short(outcome: Outcome) -> str:
 class Runner:
     """Applies operations to one file system, remembering which fd each slot holds."""
 
-    def __init__(self, fs: FileSystem, *, clip_mapped_writes: bool = False) -> None:
+    def __init__(self, fs: AnyFileSystem, *, clip_mapped_writes: bool = False) -> None:
         self.fs = fs
         self.fds: list[int] = [-1] * SLOTS
         self.clip_mapped_writes = clip_mapped_writes
@@ -251,7 +252,7 @@ class Mismatch(AssertionError):
         return f"{where}: target {self.target}, oracle {self.oracle}"
 
 
-def compare(target: FileSystem, oracle: FileSystem, ops: list[Op], *,
+def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
             clip_mapped_writes: bool = True) -> None:
     """Apply ``ops`` to both; raise :class:`Mismatch` at the first difference."""
     ours, theirs = (Runner(fs, clip_mapped_writes=clip_mapped_writes)

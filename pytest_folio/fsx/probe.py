@@ -3,7 +3,7 @@
 fsx probes the file system before its loop (one byte of each fallocate mode and of
 copy_file_range at EOF; EOPNOTSUPP or ENOSYS means no) and disables what fails, saying
 so unless ``-q``. Here a target first declares what it has in ``features`` (a
-FileSystem object may have no mmap at all), the probe then checks what it declared,
+AnyFileSystem object may have no mmap at all), the probe then checks what it declared,
 and an operation that answers EOPNOTSUPP later is disabled from then on: all three end
 in :meth:`Capabilities.disable`, so a skipped operation is counted the same way
 whichever found it.
@@ -31,7 +31,7 @@ from pytest_folio.fsx.log import (
     OP_PUNCH_HOLE,
     OP_ZERO_RANGE,
 )
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem, features_of
 from pytest_folio.uapi import FALLOC_FEATURE_MODE, FALLOC_FL_KEEP_SIZE, falloc_mode_name
 
 UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOTTY})
@@ -94,7 +94,7 @@ class Capabilities:
                      "FALLOC_FL_KEEP_SIZE, disabling!")
 
 
-def truncate_extends(fs: FileSystem, fd: int, size: int) -> bool:
+def truncate_extends(fs: AnyFileSystem, fd: int, size: int) -> bool:
     """fsx's check_trunc_hack(): whether ftruncate can extend the file (fsx refuses a
     file system where it cannot). The file is left at ``size``."""
     fs.ftruncate(fd, size + 100000)
@@ -103,18 +103,18 @@ def truncate_extends(fs: FileSystem, fd: int, size: int) -> bool:
     return extended == size + 100000
 
 
-def probe(fs: FileSystem, fd: int, size: int, caps: Capabilities) -> None:
+def probe(fs: AnyFileSystem, fd: int, size: int, caps: Capabilities) -> None:
     """Disable what the target lacks: by its ``features``, then by trying each optional
     operation on one byte at EOF (``size``) as fsx does. The file is left at ``size``."""
-    features = frozenset(getattr(fs, "features", frozenset()))
+    features = features_of(fs)
     if "mmap" not in features:
-        caps.disable_mmap("no mmap in its features")
+        caps.disable_mmap("it has no mmap")
     for op in OPTIONAL:
         feature = OP_NAMES[op]
         if not caps.enabled[op]:
             continue
         if feature not in features:
-            caps.disable(op, f"no {feature} in its features")
+            caps.disable(op, f"it has no {feature}")
             continue
         try:
             if op == OP_COPY_RANGE:
@@ -130,7 +130,7 @@ def probe(fs: FileSystem, fd: int, size: int, caps: Capabilities) -> None:
             fs.ftruncate(fd, size)
 
 
-def _probe_keep_size(fs: FileSystem, fd: int, size: int, caps: Capabilities) -> None:
+def _probe_keep_size(fs: AnyFileSystem, fd: int, size: int, caps: Capabilities) -> None:
     try:
         fs.fallocate(fd, FALLOC_FL_KEEP_SIZE, size, 1)
     except OSError as exc:

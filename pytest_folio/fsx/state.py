@@ -33,7 +33,7 @@ from pytest_folio.fsx.report import (
     logdump_lines,
     size_error_line,
 )
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem
 
 PAGE_MASK = PAGE_SIZE - 1
 _ZERO_PAGE = bytes(PAGE_SIZE)
@@ -56,7 +56,7 @@ class _CountsByName:
 class FsxState:
     """One fsx run against ``fs``, on the file ``path``: what every part of it shares."""
 
-    def __init__(self, fs: FileSystem, options: FsxOptions | None = None, *,
+    def __init__(self, fs: AnyFileSystem, options: FsxOptions | None = None, *,
                  path: str = "fsx.dat", fname: str | None = None,
                  artifacts: str | os.PathLike[str] | None = None, record: bool = False,
                  echo: Callable[[str], None] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""``--folio-fs``: which FileSystem the suites run against (SPEC section 4).
+"""``--folio-fs``: which FileSystem the suites run against.
 
 - ``reference`` / ``reference:features=full,memory=256M``: the bundled ramfs, mounted at
   the parametrized block size;
@@ -26,7 +26,7 @@ from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.base import Knob, Target
 from pytest_folio.targets.directory import directory_filesystem
-from pytest_folio.targets.protocols import FileSystem, Unmountable
+from pytest_folio.targets.protocols import AnyFileSystem, FileSystem, Unmountable
 from pytest_folio.targets.spec import TargetError
 
 OPTION = "--folio-fs"
@@ -46,11 +46,11 @@ def _memory(value: str) -> int:
     return size
 
 
-class FsTarget(Target[FileSystem]):
+class FsTarget(Target[AnyFileSystem]):
     """A resolved ``--folio-fs``: what to mount for each test."""
 
     option = OPTION
-    protocol = FileSystem
+    protocol = FileSystem   # the core is checked; the optional calls are asked for
     what = "a FileSystem"
     reference = "file system"
     path_noun = "directory"
@@ -62,7 +62,7 @@ class FsTarget(Target[FileSystem]):
 
     @contextmanager
     def open(self, blocksize: int | None,
-             scratch: str | os.PathLike[str] | None = None) -> Iterator[FileSystem]:
+             scratch: str | os.PathLike[str] | None = None) -> Iterator[AnyFileSystem]:
         """A fresh file system for one test; torn down afterwards even if the test failed.
 
         ``blocksize`` is ignored by a single directory; ``scratch`` is an empty directory

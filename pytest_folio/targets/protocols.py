@@ -1,4 +1,4 @@
-"""What a suite runs against: the MTD device and file-system protocols of SPEC section 4,
+"""What a suite runs against: the MTD device and file-system protocols,
 and the optional capabilities a target may add to them.
 
 Targets wrap the reference model or the kernel; suites only use these protocols, and ask
@@ -9,9 +9,10 @@ not writeable, EOPNOTSUPP unsupported.
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from pytest_folio.uapi import (  # noqa: F401  (re-exported: the protocol's vocabulary)
     FALLOC_FL_COLLAPSE_RANGE,
@@ -61,10 +62,11 @@ class MTDDevice(Protocol):
 
 @runtime_checkable
 class FileSystem(Protocol):
-    """An os-like file system; where Python's os has the call, the signature is the same."""
+    """An os-like file system: the core every target has. Where Python's os has the
+    call, the signature is the same. The rest is optional: :class:`MappedIO`,
+    :class:`Fallocate`, :class:`CopyFileRange`, :class:`Directories`."""
 
     blocksize: int
-    features: frozenset[str]
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int: ...
     def close(self, fd: int) -> None: ...
@@ -73,17 +75,132 @@ class FileSystem(Protocol):
     def ftruncate(self, fd: int, length: int) -> None: ...
     def fstat(self, fd: int) -> os.stat_result: ...
     def fsync(self, fd: int) -> None: ...
-    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None: ...
-    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
-                        offset_dst: int) -> int: ...
-    def mmap_read(self, fd: int, offset: int, length: int) -> bytes: ...
-    def mmap_write(self, fd: int, offset: int, data: bytes) -> None: ...
     def unlink(self, path: str) -> None: ...
-    def mkdir(self, path: str, mode: int = 0o755) -> None: ...
-    def rmdir(self, path: str) -> None: ...
     def rename(self, src: str, dst: str) -> None: ...
     def listdir(self, path: str) -> list[str]: ...
     def stat(self, path: str) -> os.stat_result: ...
+
+
+# What a file system may add to the core. A target says it has one by having its calls,
+# and it lacks one by leaving them out (or by inheriting FileSystemBase's defaults,
+# which count as left out): use supports(fs, MappedIO), not isinstance. A call it has
+# but cannot do in some case answers EOPNOTSUPP, as Linux does (a fallocate mode it
+# does not know, a rename of a directory).
+
+
+@runtime_checkable
+class MappedIO(Protocol):
+    """Reads and writes through a shared mapping (feature ``mmap``); a mapped write
+    never extends the file, and is msync'd before it returns."""
+
+    def mmap_read(self, fd: int, offset: int, length: int) -> bytes: ...
+    def mmap_write(self, fd: int, offset: int, data: bytes) -> None: ...
+
+
+@runtime_checkable
+class Fallocate(Protocol):
+    """``fallocate(fd, mode, offset, length)`` with FALLOC_FL_* bits (features
+    ``fallocate``, ``punch_hole``, ``zero_range``, ``collapse_range``, ``insert_range``);
+    a mode it does not support answers EOPNOTSUPP."""
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None: ...
+
+
+@runtime_checkable
+class CopyFileRange(Protocol):
+    """``copy_file_range`` between two descriptors (feature ``copy_range``)."""
+
+    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
+                        offset_dst: int) -> int: ...
+
+
+@runtime_checkable
+class Directories(Protocol):
+    """Directories below the root: without them every path is a name in the root."""
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None: ...
+    def rmdir(self, path: str) -> None: ...
+
+
+class AnyFileSystem(FileSystem, MappedIO, Fallocate, CopyFileRange, Directories, Protocol):
+    """The static type of code that may make any call (the suites, fsx, the oracle): it
+    makes an optional one only where :func:`supports` or :func:`features_of` said yes, or
+    takes EOPNOTSUPP as "not supported". Not for isinstance: a target need not be one."""
+
+
+@runtime_checkable
+class HasFeatures(Protocol):
+    """``features``: a target that has a call may still narrow what the suites use of
+    it (a fallocate that only punches holes lists ``{"fallocate", "punch_hole"}``)."""
+
+    features: frozenset[str]
+
+
+def _unsupported(call: Callable[..., Any]) -> Callable[..., Any]:
+    """Marks FileSystemBase's default: the call counts as left out."""
+    call.__folio_unsupported__ = True  # type: ignore[attr-defined]
+    return call
+
+
+class FileSystemBase:
+    """A base class for a file system of your own: implement the core
+    (:class:`FileSystem`) and whichever optional calls you support; the others answer
+    EOPNOTSUPP and :func:`supports` counts them as absent."""
+
+    blocksize: int = 4096
+
+    @_unsupported
+    def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
+        raise OSError(errno.EOPNOTSUPP, "mmap_read: not supported")
+
+    @_unsupported
+    def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
+        raise OSError(errno.EOPNOTSUPP, "mmap_write: not supported")
+
+    @_unsupported
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "fallocate: not supported")
+
+    @_unsupported
+    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
+                        offset_dst: int) -> int:
+        raise OSError(errno.EOPNOTSUPP, "copy_file_range: not supported")
+
+    @_unsupported
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        raise OSError(errno.EOPNOTSUPP, "mkdir: not supported")
+
+    @_unsupported
+    def rmdir(self, path: str) -> None:
+        raise OSError(errno.EOPNOTSUPP, "rmdir: not supported")
+
+
+FALLOCATE_FEATURES = frozenset(
+    {"fallocate", "punch_hole", "zero_range", "collapse_range", "insert_range"})
+
+
+def supports(fs: object, capability: type) -> bool:
+    """Whether ``fs`` has every call of ``capability`` (FileSystemBase's defaults do
+    not count)."""
+    if not isinstance(fs, capability):
+        return False
+    return not any(getattr(getattr(fs, name, None), "__folio_unsupported__", False)
+                   for name in protocol_members(capability))
+
+
+def features_of(fs: object) -> frozenset[str]:
+    """What the suites may use of ``fs``, as FS_FEATURES names: what its calls give,
+    narrowed by its ``features`` when it lists them."""
+    have: set[str] = set()
+    if supports(fs, MappedIO):
+        have.add("mmap")
+    if supports(fs, Fallocate):
+        have |= FALLOCATE_FEATURES
+    if supports(fs, CopyFileRange):
+        have.add("copy_range")
+    if isinstance(fs, HasFeatures):
+        have &= frozenset(fs.features)
+    return frozenset(have)
 
 
 # Optional capabilities: a device or file system has them or not; suites ask with

@@ -14,9 +14,9 @@ module and provide a ``filesystem`` fixture, or run the ready module
         def filesystem(self, tmp_path):
             return MyFs(root=tmp_path)
 
-Optional calls are used only when the target lists them in ``features`` (``mmap``,
-``fallocate``, ``punch_hole``, ``zero_range``, ``collapse_range``, ``insert_range``,
-``copy_range``); a test that needs a missing one skips and names it. Where Linux
+Optional calls (mapped I/O, fallocate and its modes, copy_file_range, directories) are
+used only when the target has them (:func:`pytest_folio.targets.protocols.features_of`);
+a test that needs a missing one skips and names it. Where Linux
 versions give different errnos, the tests accept each one Linux has documented, and say
 so. Every file is written with data that has no zero byte, so stale data can never pass
 for the zeroes a hole or an extension must read as.

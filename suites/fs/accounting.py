@@ -6,21 +6,26 @@ from collections.abc import Callable
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
-from pytest_folio.targets.protocols import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FileSystem
+from pytest_folio.targets.protocols import (
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
+    AnyFileSystem,
+    features_of,
+)
 
 
 class FsAccounting(_Base):
     """st_size and st_blocks after every kind of operation."""
 
-    def blocks(self, fs: FileSystem, fd: int) -> int:
+    def blocks(self, fs: AnyFileSystem, fd: int) -> int:
         return int(fs.fstat(fd).st_blocks)
 
-    def test_st_blksize_is_the_block_size(self, filesystem: FileSystem) -> None:
+    def test_st_blksize_is_the_block_size(self, filesystem: AnyFileSystem) -> None:
         fd = filesystem.open("f", RDWR_CREAT)
         assert filesystem.fstat(fd).st_blksize == filesystem.blocksize
 
     def test_stat_and_fstat_agree_on_the_size_after_every_operation(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
         fd = filesystem.open("f", RDWR_CREAT)
         steps: list[tuple[str, Callable[[], object], int]] = [
@@ -30,14 +35,15 @@ class FsAccounting(_Base):
             ("truncate down", lambda: filesystem.ftruncate(fd, PAGE_SIZE + 1), PAGE_SIZE + 1),
             ("truncate up", lambda: filesystem.ftruncate(fd, 3 * bs - 1), 3 * bs - 1),
             ("fsync", lambda: filesystem.fsync(fd), 3 * bs - 1)]
-        if "mmap" in filesystem.features:
+        features = features_of(filesystem)
+        if "mmap" in features:
             steps.append(("mapped write", lambda: filesystem.mmap_write(fd, 10, b"m" * 100),
                           3 * bs - 1))
-        if "fallocate" in filesystem.features:
+        if "fallocate" in features:
             steps += [("fallocate keep size", lambda: filesystem.fallocate(
                 fd, FALLOC_FL_KEEP_SIZE, 0, 5 * bs), 3 * bs - 1),
                 ("fallocate", lambda: filesystem.fallocate(fd, 0, 3 * bs, bs), 4 * bs)]
-        if "copy_range" in filesystem.features:
+        if "copy_range" in features:
             steps.append(("copy", lambda: filesystem.copy_file_range(fd, fd, 10, 0, 5 * bs),
                           5 * bs + 10))
         for what, step, size in steps:
@@ -45,7 +51,7 @@ class FsAccounting(_Base):
             assert (filesystem.fstat(fd).st_size, filesystem.stat("f").st_size) == (
                 size, size), f"after {what}"
 
-    def test_st_blocks_cover_the_written_data(self, filesystem: FileSystem) -> None:
+    def test_st_blocks_cover_the_written_data(self, filesystem: AnyFileSystem) -> None:
         """st_blocks counts 512-byte units: at least the data written, and not
         more than a generous multiple of it."""
         bs = filesystem.blocksize
@@ -58,13 +64,13 @@ class FsAccounting(_Base):
             filesystem.fsync(fd)
 
     def test_st_blocks_drop_to_zero_after_truncate_to_zero(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         fd = self.create(filesystem, "f", pattern(3 * filesystem.blocksize, 44))
         filesystem.fsync(fd)
         filesystem.ftruncate(fd, 0)
         assert self.blocks(filesystem, fd) == 0
 
-    def test_st_blocks_shrink_after_truncate_down(self, filesystem: FileSystem) -> None:
+    def test_st_blocks_shrink_after_truncate_down(self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
         fd = self.create(filesystem, "f", pattern(8 * bs, 45))
         filesystem.fsync(fd)
@@ -72,7 +78,7 @@ class FsAccounting(_Base):
         filesystem.ftruncate(fd, bs + 1)
         assert self.blocks(filesystem, fd) <= before // 2, f"{before} before"
 
-    def test_st_blocks_grow_with_fallocate_keep_size(self, filesystem: FileSystem) -> None:
+    def test_st_blocks_grow_with_fallocate_keep_size(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         bs = filesystem.blocksize
         fd = self.create(filesystem, "f", pattern(100, 46))
@@ -82,7 +88,7 @@ class FsAccounting(_Base):
         assert filesystem.fstat(fd).st_size == 100
 
     def test_st_blocks_shrink_after_punching_whole_blocks(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "punch_hole")
         bs = filesystem.blocksize
         fd = self.create(filesystem, "f", pattern(8 * bs, 47))

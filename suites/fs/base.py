@@ -12,7 +12,7 @@ import pytest
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.fs import REPRODUCE
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem, Directories, features_of, supports
 
 RDWR_CREAT = os.O_RDWR | os.O_CREAT
 FALLOC_FL_UNKNOWN = 0x100   # a mode bit no kernel defines
@@ -23,10 +23,11 @@ def pattern(n: int, tag: int) -> bytes:
     return random.Random(tag).randbytes(n).replace(b"\0", b"\x5a")
 
 
-def need(fs: FileSystem, *features: str) -> None:
-    missing = [f for f in features if f not in fs.features]
+def need(fs: AnyFileSystem, *features: str) -> None:
+    have = features_of(fs)
+    missing = [f for f in features if f not in have]
     if missing:
-        pytest.skip(f"{type(fs).__name__} does not list {', '.join(missing)} in its features")
+        pytest.skip(f"{type(fs).__name__} does not support {', '.join(missing)}")
 
 
 def errno_of(call: Callable[[], object]) -> int | None:
@@ -56,9 +57,11 @@ class _Base:
         request.node.stash[REPRODUCE] = True
 
     @staticmethod
-    def make_dir(fs: FileSystem, path: str) -> None:
-        """mkdir, or skip the test: a target whose mkdir raises EOPNOTSUPP (the protocol's
-        answer for a call it does not support) has no directories."""
+    def make_dir(fs: AnyFileSystem, path: str) -> None:
+        """mkdir, or skip the test: a target without the Directories calls (or whose
+        mkdir answers EOPNOTSUPP) has no directories."""
+        if not supports(fs, Directories):
+            pytest.skip(f"{type(fs).__name__} has no mkdir/rmdir: it has no directories")
         try:
             fs.mkdir(path)
         except OSError as exc:
@@ -66,14 +69,14 @@ class _Base:
                 raise
             pytest.skip(f"{type(fs).__name__}.mkdir raises EOPNOTSUPP: it has no directories")
 
-    def create(self, fs: FileSystem, path: str, data: bytes) -> int:
+    def create(self, fs: AnyFileSystem, path: str, data: bytes) -> int:
         """A new file holding ``data``, open read-write."""
         fd = fs.open(path, RDWR_CREAT | os.O_TRUNC)
         self.write_all(fs, fd, data, 0)
         return fd
 
     @staticmethod
-    def write_all(fs: FileSystem, fd: int, data: bytes, offset: int,
+    def write_all(fs: AnyFileSystem, fd: int, data: bytes, offset: int,
                   chunk: int = 1 << 20) -> None:
         for start in range(0, len(data), chunk):
             piece = data[start:start + chunk]
@@ -81,7 +84,7 @@ class _Base:
             assert n == len(piece), f"pwrite at {offset + start} wrote {n} of {len(piece)}"
 
     @staticmethod
-    def read_all(fs: FileSystem, fd: int, chunk: int = 1 << 20) -> bytes:
+    def read_all(fs: AnyFileSystem, fd: int, chunk: int = 1 << 20) -> bytes:
         """The whole file by fstat's size, in reads of ``chunk``."""
         size = fs.fstat(fd).st_size
         out = bytearray()
@@ -91,11 +94,11 @@ class _Base:
             out += piece
         return bytes(out)
 
-    def reopen(self, fs: FileSystem, fd: int, path: str, flags: int = os.O_RDWR) -> int:
+    def reopen(self, fs: AnyFileSystem, fd: int, path: str, flags: int = os.O_RDWR) -> int:
         fs.close(fd)
         return fs.open(path, flags)
 
-    def assert_contents(self, fs: FileSystem, fd: int, expected: bytes | bytearray) -> None:
+    def assert_contents(self, fs: AnyFileSystem, fd: int, expected: bytes | bytearray) -> None:
         got = self.read_all(fs, fd)
         if len(got) != len(expected):
             raise AssertionError(f"the file holds {len(got)} bytes, expected {len(expected)}")
@@ -108,7 +111,7 @@ class _Base:
                 f"{expected[first:first + 8].hex()}")
 
     @staticmethod
-    def boundaries(fs: FileSystem) -> list[int]:
+    def boundaries(fs: AnyFileSystem) -> list[int]:
         """Offsets on and next to the page and block boundaries of the first blocks."""
         bs = fs.blocksize
         points = {1, PAGE_SIZE - 1, PAGE_SIZE, PAGE_SIZE + 1, bs - 1, bs, bs + 1,

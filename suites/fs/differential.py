@@ -16,7 +16,7 @@ from pytest_folio.fsx.oracle import (
 )
 from pytest_folio.session import settings
 from pytest_folio.suites.fs.base import _Base
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem
 
 
 class FsDifferential(_Base):
@@ -26,8 +26,8 @@ class FsDifferential(_Base):
     The first difference is one line: the operation, both sides' outcomes, and the
     command that replays it."""
 
-    def test_the_target_matches_the_oracle(self, filesystem: FileSystem,
-                                           fs_oracle: FileSystem,
+    def test_the_target_matches_the_oracle(self, filesystem: AnyFileSystem,
+                                           fs_oracle: AnyFileSystem,
                                            request: pytest.FixtureRequest) -> None:
         folio = settings(request.config)
         modes = fallocate_modes(filesystem, fs_oracle, [

@@ -10,13 +10,13 @@ from typing import ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem
 
 
 class FsPersistence(_Base):
     """Data intact across close and reopen, fsync, and truncate down then up."""
 
-    def test_data_is_intact_after_close_and_reopen(self, filesystem: FileSystem) -> None:
+    def test_data_is_intact_after_close_and_reopen(self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
         model = bytearray(pattern(3 * bs + 11, 48))
         fd = self.create(filesystem, "f", bytes(model))
@@ -26,7 +26,7 @@ class FsPersistence(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_data_is_intact_after_fsync_close_and_reopen(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
         model = bytearray(pattern(3 * bs + 11, 49))
         fd = self.create(filesystem, "f", bytes(model))
@@ -38,7 +38,7 @@ class FsPersistence(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_mapped_writes_are_intact_after_close_and_reopen(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "mmap")
         bs = filesystem.blocksize
         model = bytearray(pattern(3 * bs, 50))
@@ -51,7 +51,7 @@ class FsPersistence(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_truncate_down_then_up_reads_zeroes_past_the_cut(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
         size = 3 * bs
         data = pattern(size, 51)
@@ -66,7 +66,7 @@ class FsPersistence(_Base):
             filesystem.close(fd)
 
     def test_truncate_down_reopen_then_up_reads_zeroes_past_the_cut(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
         size = 3 * bs
         data = pattern(size, 52)
@@ -92,14 +92,14 @@ class FsLargeFiles(_Base):
         for start in range(0, size, self.chunk):
             yield start, min(self.chunk, size - start)
 
-    def write_large(self, fs: FileSystem, path: str, data: bytes) -> int:
+    def write_large(self, fs: AnyFileSystem, path: str, data: bytes) -> int:
         fd = fs.open(path, RDWR_CREAT | os.O_TRUNC)
         for start, n in self.chunks(len(data)):
             assert fs.pwrite(fd, data[start:start + n], start) == n
         return fd
 
     def test_a_file_larger_than_any_cache_reads_back_after_fsync_and_reopen(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         data = pattern(self.large_file + 123, 53)
         fd = self.write_large(filesystem, "big", data)
         filesystem.fsync(fd)
@@ -107,7 +107,7 @@ class FsLargeFiles(_Base):
         self.assert_contents(filesystem, fd, data)
 
     def test_two_large_files_written_in_turns_keep_their_own_data(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         size = self.large_file // 2
         a, b = pattern(size, 54), pattern(size, 55)
         fa = filesystem.open("a", RDWR_CREAT)
@@ -120,7 +120,7 @@ class FsLargeFiles(_Base):
         self.assert_contents(filesystem, fb, b)
 
     def test_small_rewrites_all_over_a_large_file_survive(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         model = bytearray(pattern(self.large_file, 56))
         fd = self.write_large(filesystem, "big", bytes(model))
         filesystem.fsync(fd)
@@ -137,7 +137,7 @@ class FsLargeFiles(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_mapped_writes_to_a_large_file_survive_other_traffic(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "mmap")
         model = bytearray(pattern(self.large_file, 58))
         fd = self.write_large(filesystem, "big", bytes(model))
@@ -151,7 +151,7 @@ class FsLargeFiles(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_a_large_file_truncated_down_then_up_reads_zeroes_past_the_cut(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         data = pattern(self.large_file, 60)
         fd = self.write_large(filesystem, "big", data)
         filesystem.fsync(fd)

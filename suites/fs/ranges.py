@@ -21,14 +21,14 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
-    FileSystem,
+    AnyFileSystem,
 )
 
 
 class FsCopyRange(_Base):
     """copy_file_range at and past the source EOF, within one file, of zero bytes."""
 
-    def copy_all(self, fs: FileSystem, src: int, dst: int, count: int, off_in: int,
+    def copy_all(self, fs: AnyFileSystem, src: int, dst: int, count: int, off_in: int,
                  off_out: int) -> int:
         """Copy until ``count`` bytes are done or the call copies nothing."""
         done = 0
@@ -39,7 +39,7 @@ class FsCopyRange(_Base):
             done += n
         return done
 
-    def assert_copies_nothing(self, fs: FileSystem, *calls: tuple[int, int, int]) -> None:
+    def assert_copies_nothing(self, fs: AnyFileSystem, *calls: tuple[int, int, int]) -> None:
         """Each ``(count, offset_src, offset_dst)`` from a 1000-byte file into a 3-byte one
         copies no byte and leaves the destination as it was."""
         need(fs, "copy_range")
@@ -52,11 +52,11 @@ class FsCopyRange(_Base):
         assert fs.pread(dst, 10, 0) == b"dst"
 
     def test_copy_file_range_past_the_source_eof_copies_nothing(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         self.assert_copies_nothing(filesystem, (100, 1000, 0), (100, 5000, 3))
 
     def test_copy_file_range_across_the_source_eof_copies_up_to_eof(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "copy_range")
         bs = filesystem.blocksize
         data = pattern(bs + 100, 22)
@@ -67,7 +67,7 @@ class FsCopyRange(_Base):
         self.assert_contents(filesystem, dst, data[bs - 50:])
 
     def test_copy_file_range_of_overlapping_ranges_in_one_file_is_einval(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "copy_range")
         bs = filesystem.blocksize
         data = pattern(3 * bs, 23)
@@ -78,7 +78,7 @@ class FsCopyRange(_Base):
         self.assert_contents(filesystem, fd, data)
 
     def test_copy_file_range_between_ranges_of_one_file_copies(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "copy_range")
         bs = filesystem.blocksize
         model = bytearray(pattern(3 * bs, 24))
@@ -90,11 +90,11 @@ class FsCopyRange(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_copy_file_range_of_zero_bytes_changes_nothing(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         self.assert_copies_nothing(filesystem, (0, 0, 0), (0, 10, 5000))
 
     def test_copy_file_range_past_the_destination_eof_zero_fills_the_gap(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "copy_range")
         bs = filesystem.blocksize
         data = pattern(2 * bs + 3, 26)
@@ -105,7 +105,7 @@ class FsCopyRange(_Base):
         self.assert_contents(filesystem, dst, b"dst" + bytes(far - 3) + data)
 
     def test_copied_data_is_intact_after_close_and_reopen(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "copy_range")
         bs = filesystem.blocksize
         data = pattern(3 * bs + 5, 27)
@@ -120,7 +120,7 @@ class FsCopyRange(_Base):
 class FsFallocate(_Base):
     """fallocate's argument and mode errors, and what each mode does to data and size."""
 
-    def test_fallocate_of_zero_length_is_einval(self, filesystem: FileSystem) -> None:
+    def test_fallocate_of_zero_length_is_einval(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         fd = self.create(filesystem, "f", b"x")
         expect_errno(lambda: filesystem.fallocate(fd, 0, 0, 0), errno.EINVAL)
@@ -128,13 +128,13 @@ class FsFallocate(_Base):
         assert filesystem.fstat(fd).st_size == 1
 
     def test_fallocate_at_a_negative_offset_or_length_is_einval(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         fd = self.create(filesystem, "f", b"x")
         expect_errno(lambda: filesystem.fallocate(fd, 0, -1, 4096), errno.EINVAL)
         expect_errno(lambda: filesystem.fallocate(fd, 0, 0, -4096), errno.EINVAL)
 
-    def test_punch_hole_without_keep_size_is_eopnotsupp(self, filesystem: FileSystem) -> None:
+    def test_punch_hole_without_keep_size_is_eopnotsupp(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         fd = self.create(filesystem, "f", pattern(8192, 28))
         expect_errno(lambda: filesystem.fallocate(fd, FALLOC_FL_PUNCH_HOLE, 0, 4096),
@@ -142,7 +142,7 @@ class FsFallocate(_Base):
         assert filesystem.pread(fd, 8192, 0) == pattern(8192, 28)
 
     def test_punch_hole_together_with_zero_range_is_eopnotsupp(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         fd = self.create(filesystem, "f", pattern(8192, 29))
         mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE
@@ -150,7 +150,7 @@ class FsFallocate(_Base):
         assert filesystem.pread(fd, 8192, 0) == pattern(8192, 29)
 
     def test_collapse_or_insert_range_with_keep_size_is_refused(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         """vfs_fallocate: EINVAL before Linux 6.13's rework of its mode checks,
         EOPNOTSUPP since; both are accepted."""
         need(filesystem, "fallocate")
@@ -161,7 +161,7 @@ class FsFallocate(_Base):
                          errno.EINVAL, errno.EOPNOTSUPP)
         assert filesystem.fstat(fd).st_size == 4 * bs
 
-    def test_an_unknown_fallocate_mode_bit_is_eopnotsupp(self, filesystem: FileSystem) -> None:
+    def test_an_unknown_fallocate_mode_bit_is_eopnotsupp(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         fd = self.create(filesystem, "f", b"x")
         expect_errno(lambda: filesystem.fallocate(fd, FALLOC_FL_UNKNOWN, 0, 4096),
@@ -169,7 +169,7 @@ class FsFallocate(_Base):
         assert filesystem.fstat(fd).st_size == 1
 
     def test_fallocate_on_a_read_only_descriptor_is_ebadf(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         filesystem.close(self.create(filesystem, "f", b"x"))
         fd = filesystem.open("f", os.O_RDONLY)
@@ -177,7 +177,7 @@ class FsFallocate(_Base):
         assert filesystem.fstat(fd).st_size == 1
 
     def test_fallocate_past_eof_extends_the_file_with_zeroes(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         bs = filesystem.blocksize
         data = pattern(bs + 10, 31)
@@ -186,7 +186,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data + bytes(3 * bs - 1 - len(data)))
 
     def test_fallocate_with_keep_size_leaves_the_size_and_the_data(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate")
         bs = filesystem.blocksize
         data = pattern(bs + 10, 32)
@@ -197,7 +197,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data + bytes(3 * bs - len(data)))
 
     def test_punch_hole_zeroes_the_range_and_keeps_the_size(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "punch_hole")
         bs = filesystem.blocksize
         model = bytearray(pattern(4 * bs, 33))
@@ -208,7 +208,7 @@ class FsFallocate(_Base):
             model[offset:offset + length] = bytes(length)
         self.assert_contents(filesystem, fd, model)
 
-    def test_punch_hole_past_eof_changes_nothing(self, filesystem: FileSystem) -> None:
+    def test_punch_hole_past_eof_changes_nothing(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "punch_hole")
         bs = filesystem.blocksize
         data = pattern(bs + 3, 34)
@@ -217,7 +217,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data)
 
     def test_zero_range_zeroes_the_range_and_extends_the_file(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "zero_range")
         bs = filesystem.blocksize
         data = pattern(2 * bs, 35)
@@ -226,7 +226,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data[:bs + 1] + bytes(2 * bs))
 
     def test_zero_range_inside_the_file_zeroes_exactly_the_range(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "zero_range")
         bs = filesystem.blocksize
         model = bytearray(pattern(3 * bs, 61))
@@ -237,7 +237,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, model)
 
     def test_zero_range_with_keep_size_never_extends_the_file(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "zero_range")
         bs = filesystem.blocksize
         data = pattern(2 * bs, 36)
@@ -246,7 +246,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data[:bs + 1] + bytes(bs - 1))
 
     def test_collapse_range_not_aligned_to_the_block_size_is_einval(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "collapse_range")
         bs = filesystem.blocksize
         data = pattern(6 * bs, 37)
@@ -256,7 +256,7 @@ class FsFallocate(_Base):
                                  length), errno.EINVAL)
         self.assert_contents(filesystem, fd, data)
 
-    def test_collapse_range_reaching_eof_is_einval(self, filesystem: FileSystem) -> None:
+    def test_collapse_range_reaching_eof_is_einval(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "collapse_range")
         bs = filesystem.blocksize
         data = pattern(4 * bs, 38)
@@ -267,7 +267,7 @@ class FsFallocate(_Base):
                                                   2 * bs), errno.EINVAL)
         self.assert_contents(filesystem, fd, data)
 
-    def test_collapse_range_removes_the_range(self, filesystem: FileSystem) -> None:
+    def test_collapse_range_removes_the_range(self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "collapse_range")
         bs = filesystem.blocksize
         data = pattern(5 * bs + 7, 39)
@@ -276,7 +276,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data[:bs] + data[3 * bs:])
 
     def test_insert_range_not_aligned_or_at_eof_is_einval(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "insert_range")
         bs = filesystem.blocksize
         data = pattern(3 * bs, 40)
@@ -287,7 +287,7 @@ class FsFallocate(_Base):
         self.assert_contents(filesystem, fd, data)
 
     def test_insert_range_shifts_the_data_up_behind_a_hole(
-            self, filesystem: FileSystem) -> None:
+            self, filesystem: AnyFileSystem) -> None:
         need(filesystem, "fallocate", "insert_range")
         bs = filesystem.blocksize
         data = pattern(3 * bs + 7, 41)

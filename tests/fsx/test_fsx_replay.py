@@ -12,7 +12,7 @@ from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_KEEP_SIZE, FL_SKIPPED, OP_NAMES, read_fsxops
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import directory_filesystem
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem, features_of
 from tests.helpers.fsx_broken import StaleDataAfterTruncateUp
 from tests.helpers.fsx_memfs import MemFS
 
@@ -33,7 +33,7 @@ def test_handwritten_file_parses() -> None:
 
 
 @pytest.fixture(params=["memfs", "ramfs-4K", "ramfs-64K-full", "tmpfs"])
-def target(request: pytest.FixtureRequest) -> Iterator[FileSystem]:
+def target(request: pytest.FixtureRequest) -> Iterator[AnyFileSystem]:
     if request.param == "memfs":
         yield MemFS()
     elif request.param == "ramfs-4K":
@@ -47,15 +47,15 @@ def target(request: pytest.FixtureRequest) -> Iterator[FileSystem]:
             yield fs
 
 
-def test_handwritten_file_replays_on_any_target(target: FileSystem) -> None:
+def test_handwritten_file_replays_on_any_target(target: AnyFileSystem) -> None:
     engine = FsxEngine(target, FsxOptions(closeprob=0))
     result = engine.run(replay=read_fsxops(HANDWRITTEN))
     assert result.lines[-2] == f"All {result.testcalls} operations completed A-OK!"
     assert engine.model.size == 0x6810
-    assert result.skipped_unsupported["clone_range"] == 1  # no FileSystem can clone
+    assert result.skipped_unsupported["clone_range"] == 1  # no AnyFileSystem can clone
     assert result.skipped_noop["read"] == 1                # the recorded "skip read"
     assert result.done["read"] >= 3 and result.done["fsync"] == 1
-    if "collapse_range" not in target.features:
+    if "collapse_range" not in features_of(target):
         assert result.skipped_unsupported["collapse_range"] == 1
 
 

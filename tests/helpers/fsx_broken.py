@@ -3,7 +3,7 @@ The default suites must catch every one (tests/suites/test_fs_catalogue.py runs 
 user does, through ``--folio-fs=tests.helpers.fsx_broken:NAME``).
 
 Two kinds. The wrappers (:class:`PassThrough` and its subclasses) wrap any correct
-FileSystem and build the broken call out of plain pread/pwrite/ftruncate on it, so they
+AnyFileSystem and build the broken call out of plain pread/pwrite/ftruncate on it, so they
 work on any base (MemFS, the reference ramfs, a tmpfs directory); as factories they wrap
 :class:`~fsx_cachedfs.CachedFS`. The others are :class:`~fsx_cachedfs.CachedFS` with one
 method changed by a line or two, the way such bugs are written: the folio cache, its
@@ -23,7 +23,8 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
-    FileSystem,
+    AnyFileSystem,
+    features_of,
 )
 from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
 
@@ -39,10 +40,10 @@ class PassThrough:
 
     extra_features: frozenset[str] = frozenset()
 
-    def __init__(self, inner: FileSystem) -> None:
+    def __init__(self, inner: AnyFileSystem) -> None:
         self.inner = inner
         self.blocksize = inner.blocksize
-        self.features = inner.features | self.extra_features
+        self.features = features_of(inner) | self.extra_features
 
     @classmethod
     def factory(cls, blocksize: int, root: str | None = None) -> PassThrough:
@@ -153,7 +154,7 @@ class WriteLostAfterCloseOpen(PassThrough):
     """Data written since the last fsync is dropped when the file is closed (dirty pages
     discarded on release instead of written back)."""
 
-    def __init__(self, inner: FileSystem) -> None:
+    def __init__(self, inner: AnyFileSystem) -> None:
         super().__init__(inner)
         self.undo: list[tuple[int, bytes]] = []
 
@@ -263,7 +264,7 @@ class FsyncDropsDirtyData(PassThrough):
     """Writes wait in a write-back cache; fsync writes back all but the newest dirty range
     and then forgets them all (an off-by-one in the writeback loop)."""
 
-    def __init__(self, inner: FileSystem) -> None:
+    def __init__(self, inner: AnyFileSystem) -> None:
         super().__init__(inner)
         self.dirty: list[tuple[int, bytes]] = []
 
@@ -333,7 +334,7 @@ class MmapReadStaleAfterWrite(PassThrough):
     them, so mapped reads return the old data (mmap/page-cache incoherency). Every other
     call invalidates the pages it changes, as it should."""
 
-    def __init__(self, inner: FileSystem) -> None:
+    def __init__(self, inner: AnyFileSystem) -> None:
         super().__init__(inner)
         self.pages: dict[int, bytes] = {}
 

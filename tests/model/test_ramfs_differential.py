@@ -30,12 +30,12 @@ from pytest_folio.targets.kernel_ramfs import (
     mount_kernel_ramfs,
     temporary_mount,
 )
-from pytest_folio.targets.protocols import FileSystem
+from pytest_folio.targets.protocols import AnyFileSystem, features_of
 
 SEEDS = [1, 2, 3, 4]
 
 
-def run_both(reference: FileSystem, real: FileSystem, seed: int, *,
+def run_both(reference: AnyFileSystem, real: AnyFileSystem, seed: int, *,
              clip_mapped_writes: bool = False) -> None:
     ops = generate(seed, fallocate_modes(reference, real))
     try:
@@ -86,7 +86,7 @@ def test_reference_matches_the_kernel(kind: str, features: str, ref_block_size: 
     folio size must never show in bytes, sizes or errnos."""
     tmpfs = request.getfixturevalue("tmpfs_dir") if kind == "tmpfs" else None
     with contextmanager(_real)(kind, tmpfs, tmp_path) as real:
-        if kind == "disk" and "collapse_range" not in real.features:
+        if kind == "disk" and "collapse_range" not in features_of(real):
             pytest.skip(f"{tmp_path} has no collapse/insert range (not ext4/xfs)")
         if real.blocksize != PAGE_SIZE:
             pytest.skip(f"{real!r} has block size {real.blocksize}")
@@ -108,6 +108,6 @@ def test_reference_matches_the_kernel_fs_at_each_block_size(
                     " (python -m pytest_folio vm --fs=xfs)")
     with target.open(block_size) as real:
         assert real.blocksize == block_size
-        features = "full" if "collapse_range" in real.features else "default"
+        features = "full" if "collapse_range" in features_of(real) else "default"
         reference = Ramfs(blocksize=block_size, features=features, memory=64 << 20)
         run_both(reference, real, seed, clip_mapped_writes=True)

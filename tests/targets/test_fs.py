@@ -163,4 +163,4 @@ def test_factory_returning_junk_fails_in_one_line(pytester: pytest.Pytester) -> 
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*--folio-fs: myfs:not_a_filesystem returned "
-         "object, not a FileSystem (missing: blocksize, features, open, *"])
+         "object, not a FileSystem (missing: blocksize, open, *"])
