@@ -6,7 +6,7 @@ what the file system lacks, and Python's ``mmap`` refuses to map the page that h
 beyond the file size, which is exactly the page fsx checks). Features are found by
 probing a scratch file, not by trusting the file-system type.
 
-Safety rule (SPEC section 5, ``--folio-allow-destructive``): suites normally work in a
+Safety rule (``--folio-allow-destructive``): suites normally work in a
 fresh subdirectory that this module creates and removes, so they may run in any existing
 directory. Working in the directory itself (:func:`directory_filesystem` with
 ``fresh=False``) is destructive use and is refused on a non-empty directory unless

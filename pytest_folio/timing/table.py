@@ -1,5 +1,5 @@
-"""The comparison as text: the seeds' grid (SPEC section 7), markdown, CSV, JSON, and the
-ramfs seed's ``| bs | BW(GB/s) |`` table.
+"""The comparison as text: the seeds' grid (the block2mtd cover letter's table), markdown,
+CSV, JSON, and the ramfs seed's ``| bs | BW(GB/s) |`` table.
 
 The grid is the first seed's table to the character: its column widths are minimums (a
 wider number widens its column), a test name longer than the first column wraps at
