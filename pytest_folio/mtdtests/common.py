@@ -15,6 +15,7 @@ from pytest_folio.targets.protocols import (
     MTD_MLCNANDFLASH,
     MTD_NANDFLASH,
     MTD_WRITEABLE,
+    ChunkedMTD,
     HasBadBlocks,
     MTDDevice,
 )
@@ -88,6 +89,33 @@ def mtdtest_read(dev: MTDDevice, addr: int, length: int) -> bytes:
 
 def mtdtest_write(dev: MTDDevice, addr: int, data: bytes) -> None:
     dev.write(addr, data)
+
+
+class PieceByPiece:
+    """:class:`ChunkedMTD`'s calls on a device without them: one read or write per
+    chunk, each read held to its full length as :func:`mtdtest_read` does."""
+
+    def __init__(self, dev: MTDDevice) -> None:
+        self.dev = dev
+
+    def read_into(self, offset: int, buf: bytearray | memoryview, chunk: int = 0) -> None:
+        n = len(buf)
+        step = chunk or max(n, 1)
+        for off in range(0, max(n, 1), step):   # a zero-length read is still one call
+            m = min(step, n - off)
+            buf[off:off + m] = mtdtest_read(self.dev, offset + off, m)
+
+    def write_from(self, offset: int, data: bytes | bytearray | memoryview,
+                   chunk: int = 0) -> None:
+        n = len(data)
+        step = chunk or max(n, 1)
+        for off in range(0, max(n, 1), step):
+            mtdtest_write(self.dev, offset + off, bytes(data[off:off + min(step, n - off)]))
+
+
+def chunked_io(dev: MTDDevice) -> ChunkedMTD:
+    """The device's own chunked calls, or :class:`PieceByPiece` over it."""
+    return dev if isinstance(dev, ChunkedMTD) else PieceByPiece(dev)
 
 
 def mtdtest_erase_eraseblock(dev: MTDDevice, ebnum: int, blocks: int = 1) -> None:

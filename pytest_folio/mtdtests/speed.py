@@ -15,36 +15,29 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, runtime_checkable
+from functools import partial
+from typing import Any
 
 from pytest_folio.measurement import Measurement
 from pytest_folio.mtdtests.common import (
     Geometry,
     MTDParameterError,
     check_data,
+    chunked_io,
     mtdtest_erase_eraseblock,
     mtdtest_erase_good_eraseblocks,
-    mtdtest_read,
-    mtdtest_write,
     scan_for_bad_eraseblocks,
 )
 from pytest_folio.sizes import format_kib
-from pytest_folio.targets.protocols import HasStats, MTDDevice, Snapshot
+from pytest_folio.targets.protocols import (  # noqa: F401  (ChunkedMTD: its old home)
+    ChunkedMTD,
+    HasStats,
+    MTDDevice,
+    Snapshot,
+)
 
 SUITE = "mtd_speedtest"
 MULTIBLOCK_ERASE_BLOCKS = (2, 4, 8, 16, 32, 64)
-
-
-@runtime_checkable
-class ChunkedMTD(Protocol):
-    """A device that moves many driver-sized pieces in one call, into and from buffers the
-    caller keeps (the /dev/mtdN target: preadv/pwritev, one mtdchar_read/_write per
-    ``chunk``). The runners use it when a device has it, so a pass costs one Python call
-    per eraseblock instead of one per page, and no allocation."""
-
-    def read_into(self, offset: int, buf: bytearray | memoryview, chunk: int = 0) -> None: ...
-    def write_from(self, offset: int, data: bytes | bytearray | memoryview,
-                   chunk: int = 0) -> None: ...
 
 
 @dataclasses.dataclass
@@ -74,16 +67,36 @@ class SpeedResult:
             extra={"bytes": self.nbytes, "kib_per_s": round(self.kib_per_s, 1)})
 
 
+@dataclasses.dataclass(frozen=True)
+class SpeedRows:
+    """The rows in report order, named like the seed's table."""
+
+    io: tuple[tuple[int, str, str, str], ...]   # (chunk, what, write row, read row)
+    erase: str                                  # erase of blocks that hold data
+    multiblock: tuple[tuple[int, str], ...]     # (blocks per erase, row)
+    erase_erased: str                           # the seed's last row
+
+    @classmethod
+    def of(cls, geo: Geometry) -> SpeedRows:
+        esz, pgsize = geo.erasesize, geo.pgsize
+        io = tuple((chunk, what, f"{label} write ({format_kib(chunk)})",
+                    f"{label} read ({format_kib(chunk)})")
+                   for chunk, what, label in ((esz, "eraseblock", "Eraseblock"),
+                                              (pgsize, "page", "Page"),
+                                              (2 * pgsize, "2 page", "2-page")))
+        return cls(io, "Erase, blocks hold data",
+                   tuple((n, f"Multi-block erase ({n} blocks)")
+                         for n in MULTIBLOCK_ERASE_BLOCKS),
+                   "Erase, already erased")
+
+    def names(self) -> list[str]:
+        return [*(name for _, _, w, r in self.io for name in (w, r)), self.erase,
+                *(name for _, name in self.multiblock), self.erase_erased]
+
+
 def row_names(geo: Geometry) -> list[str]:
     """The rows in report order, named like the seed's table."""
-    eb, pg = format_kib(geo.erasesize), format_kib(geo.pgsize)
-    two = format_kib(2 * geo.pgsize)
-    return [f"Eraseblock write ({eb})", f"Eraseblock read ({eb})",
-            f"Page write ({pg})", f"Page read ({pg})",
-            f"2-page write ({two})", f"2-page read ({two})",
-            "Erase, blocks hold data",
-            *(f"Multi-block erase ({n} blocks)" for n in MULTIBLOCK_ERASE_BLOCKS),
-            "Erase, already erased"]
+    return SpeedRows.of(geo).names()
 
 
 def _stats_snapshot(dev: MTDDevice) -> dict[str, int] | None:
@@ -115,6 +128,83 @@ class _Recorder:
                 total[key] = total.get(key, 0) + value - before.get(key, 0)
 
 
+class SpeedTest:
+    """One device's mtd_speedtest, a method per step of speedtest.c: a write and a read
+    pass at one I/O size (write_eraseblock, _by_page, _by_2pages and their reads),
+    erasing the whole device, and multiblock_erase."""
+
+    def __init__(self, dev: MTDDevice, count: int, seed: int, verify: bool,
+                 clock: Callable[[], float], say: Callable[[str], None]) -> None:
+        geo = Geometry.of(dev)
+        self.dev, self.say, self.verify = dev, say, verify
+        say(geo.describe())
+        self.esz = geo.erasesize
+        self.ebcnt = geo.ebcnt if count <= 0 else min(count, geo.ebcnt)
+        self.bbt = scan_for_bad_eraseblocks(dev, geo.ebcnt)[:self.ebcnt]
+        self.good = [i for i in range(self.ebcnt) if not self.bbt[i]]
+        self.iobuf = random.Random(seed).randbytes(self.esz)
+        self.readbuf = bytearray(self.esz)
+        self.io = chunked_io(dev)
+        self.rows = SpeedRows.of(geo)
+        self.rec = _Recorder(dev, clock)
+
+    def write_pass(self, chunk: int) -> None:
+        for i in self.good:
+            self.io.write_from(i * self.esz, self.iobuf, chunk)
+
+    def read_pass(self, chunk: int, what: str) -> None:
+        for i in self.good:
+            self.io.read_into(i * self.esz, self.readbuf, chunk)
+            if self.verify and self.readbuf != self.iobuf:
+                check_data(f"{what}, EB {i}", i * self.esz, bytes(self.readbuf), self.iobuf)
+
+    def erase_whole_device(self) -> None:
+        mtdtest_erase_good_eraseblocks(self.dev, self.bbt)
+
+    def multiblock_erase(self, blocks: int) -> None:
+        """Erase runs of up to ``blocks`` good eraseblocks, one call per run."""
+        i = 0
+        while i < self.ebcnt:
+            j = 0
+            while j < blocks and i + j < self.ebcnt and not self.bbt[i + j]:
+                j += 1
+            if j < 1:
+                i += 1
+                continue
+            mtdtest_erase_eraseblock(self.dev, i, j)
+            i += j
+
+    def timed(self, row: str, what: str, step: Callable[[], None]) -> None:
+        """Run one step under the clock and say its speed as the kernel test does."""
+        with self.rec.timed(row):
+            step()
+        ms = self.rec.samples[row][-1]
+        speed = 0 if ms <= 0 else int(len(self.good) * self.esz / 1024 / (ms / 1000))
+        self.say(f"{what} speed is {speed} KiB/s")
+
+    def one_pass(self) -> None:
+        rows = self.rows
+        for chunk, what, write_row, read_row in rows.io:
+            self.erase_whole_device()
+            self.say(f"testing {what} write speed")
+            self.timed(write_row, f"{what} write", partial(self.write_pass, chunk))
+            self.say(f"testing {what} read speed")
+            self.timed(read_row, f"{what} read", partial(self.read_pass, chunk, f"{what} read"))
+        self.say("Testing erase speed")
+        self.timed(rows.erase, "erase", self.erase_whole_device)
+        for n, row in rows.multiblock:
+            self.say(f"Testing {n}x multi-block erase speed")
+            self.timed(row, f"{n}x multi-block erase", partial(self.multiblock_erase, n))
+        self.say("Testing erase speed of already erased blocks")
+        self.timed(rows.erase_erased, "already erased erase", self.erase_whole_device)
+
+    def results(self) -> list[SpeedResult]:
+        nbytes = len(self.good) * self.esz
+        return [SpeedResult(name, self.rec.samples[name], nbytes,
+                            {k: v for k, v in self.rec.counters.get(name, {}).items() if v})
+                for name in self.rows.names()]
+
+
 def run_speedtest(dev: MTDDevice, passes: int = 1, count: int = 0, seed: int = 1,
                   verify: bool = True, clock: Callable[[], float] = time.perf_counter,
                   log: Callable[[str], None] | None = None) -> list[SpeedResult]:
@@ -125,96 +215,11 @@ def run_speedtest(dev: MTDDevice, passes: int = 1, count: int = 0, seed: int = 1
     """
     if passes < 1:
         raise MTDParameterError(f"passes must be at least 1, not {passes}")
-    geo = Geometry.of(dev)
-    ebcnt = geo.ebcnt if count <= 0 else min(count, geo.ebcnt)
-    say = log or (lambda line: None)
-    say(geo.describe())
-    bbt = scan_for_bad_eraseblocks(dev, geo.ebcnt)[:ebcnt]
-    good = [i for i in range(ebcnt) if not bbt[i]]
-    iobuf = random.Random(seed).randbytes(geo.erasesize)
-    names = row_names(geo)
-    rec = _Recorder(dev, clock)
-    esz, pgsize = geo.erasesize, geo.pgsize
-
-    def by_chunks(chunk: int) -> list[tuple[int, int]]:
-        """(offset in eraseblock, length) of chunk-sized I/O; an odd last page alone."""
-        return [(off, min(chunk, esz - off)) for off in range(0, esz, chunk)]
-
-    chunked = dev if isinstance(dev, ChunkedMTD) else None
-    readbuf = bytearray(esz)
-
-    def write_pass(chunk: int) -> None:
-        if chunked is not None:
-            for i in good:
-                chunked.write_from(i * esz, iobuf, chunk)
-            return
-        chunks = by_chunks(chunk)
-        for i in good:
-            base = i * esz
-            for off, n in chunks:
-                mtdtest_write(dev, base + off, iobuf[off:off + n])
-
-    def read_pass(chunk: int, what: str) -> None:
-        if chunked is not None:
-            for i in good:
-                chunked.read_into(i * esz, readbuf, chunk)
-                if verify and readbuf != iobuf:
-                    check_data(f"{what}, EB {i}", i * esz, bytes(readbuf), iobuf)
-            return
-        chunks = by_chunks(chunk)
-        for i in good:
-            base = i * esz
-            for off, n in chunks:
-                data = mtdtest_read(dev, base + off, n)
-                if verify and data != iobuf[off:off + n]:
-                    check_data(f"{what}, EB {i}", base + off, data, iobuf[off:off + n])
-
-    def report(name: str, what: str) -> None:
-        ms = rec.samples[name][-1]
-        speed = 0 if ms <= 0 else int(len(good) * esz / 1024 / (ms / 1000))
-        say(f"{what} speed is {speed} KiB/s")
-
-    patterns = [(esz, "eraseblock"), (pgsize, "page"), (2 * pgsize, "2 page")]
+    test = SpeedTest(dev, count, seed, verify, clock, log or (lambda line: None))
     for _ in range(passes):
-        mtdtest_erase_good_eraseblocks(dev, bbt)
-        for k, (chunk, what) in enumerate(patterns):
-            if k:
-                mtdtest_erase_good_eraseblocks(dev, bbt)
-            say(f"testing {what} write speed")
-            with rec.timed(names[2 * k]):
-                write_pass(chunk)
-            report(names[2 * k], f"{what} write")
-            say(f"testing {what} read speed")
-            with rec.timed(names[2 * k + 1]):
-                read_pass(chunk, f"{what} read")
-            report(names[2 * k + 1], f"{what} read")
-        say("Testing erase speed")
-        with rec.timed(names[6]):
-            mtdtest_erase_good_eraseblocks(dev, bbt)
-        report(names[6], "erase")
-        for n, name in zip(MULTIBLOCK_ERASE_BLOCKS, names[7:13], strict=True):
-            say(f"Testing {n}x multi-block erase speed")
-            with rec.timed(name):
-                i = 0
-                while i < ebcnt:
-                    j = 0
-                    while j < n and i + j < ebcnt and not bbt[i + j]:
-                        j += 1
-                    if j < 1:
-                        i += 1
-                        continue
-                    mtdtest_erase_eraseblock(dev, i, j)
-                    i += j
-            report(name, f"{n}x multi-block erase")
-        say("Testing erase speed of already erased blocks")
-        with rec.timed(names[13]):
-            mtdtest_erase_good_eraseblocks(dev, bbt)
-        report(names[13], "already erased erase")
-    say("finished")
-    nbytes = len(good) * esz
-    return [SpeedResult(name, rec.samples[name], nbytes,
-                        {k: v for k, v in rec.counters.get(name, {}).items() if v})
-            for name in names]
+        test.one_pass()
+    test.say("finished")
+    return test.results()
 
 
 def format_results(results: list[SpeedResult]) -> list[str]:

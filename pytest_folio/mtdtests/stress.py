@@ -8,8 +8,8 @@ every read is compared with an in-memory copy of the device, so misplaced, lost,
 truncated data is caught, not only errors. Eraseblocks the test has not erased yet hold
 unknown data and are not compared. A final pass compares the whole device.
 
-On a device with chunked I/O (:class:`~.speed.ChunkedMTD`, the /dev/mtdN target) reads
-go into one buffer kept for the run, and every comparison is ``startswith`` at an offset
+Reads go into one buffer kept for the run (through the device's own chunked calls where it
+has them, the /dev/mtdN target's preadv), and every comparison is ``startswith`` at an offset
 of the copy: a memcmp, with no slice copied and nothing allocated per operation.
 """
 
@@ -23,12 +23,10 @@ from pytest_folio.mtdtests.common import (
     Geometry,
     MTDTestError,
     check_data,
+    chunked_io,
     mtdtest_erase_eraseblock,
-    mtdtest_read,
-    mtdtest_write,
     scan_for_bad_eraseblocks,
 )
-from pytest_folio.mtdtests.speed import ChunkedMTD
 from pytest_folio.targets.protocols import MTDDevice
 
 DEFAULT_COUNT = 10000   # the kernel module's default for ``count``
@@ -45,50 +43,52 @@ class StressResult:
     seed: int
 
 
-def run_stresstest(dev: MTDDevice, count: int = DEFAULT_COUNT, seed: int = 1,
-                   log: Callable[[str], None] | None = None) -> StressResult:
-    """Do ``count`` random operations with a ``random.Random(seed)``; raise on a mismatch."""
-    geo = Geometry.of(dev)
-    say = log or (lambda line: None)
-    say(geo.describe())
-    if geo.ebcnt < 2:
-        raise MTDTestError("error: need at least 2 eraseblocks")
-    esz, pgsize, ebcnt = geo.erasesize, geo.pgsize, geo.ebcnt
-    bufsize = 2 * esz                         # read or write up to 2 eraseblocks at a time
-    bbt = scan_for_bad_eraseblocks(dev, ebcnt)
-    if all(bbt[:-1]):
-        raise MTDTestError("error: no good eraseblocks to stress")
-    rng = random.Random(seed)
-    pool = memoryview(rng.randbytes(2 * bufsize))  # writes take slices of it
-    offsets = [esz] * ebcnt                   # "full": the first write erases the block
-    shadow = bytearray(geo.size)              # the in-memory copy of the device
-    known = [False] * ebcnt                   # shadow is valid once the test erased it
-    erased = b"\xff" * esz
-    chunked = dev if isinstance(dev, ChunkedMTD) else None
-    readbuf = memoryview(bytearray(bufsize))
-    res = StressResult(0, 0, 0, 0, 0, 0, seed)
+class StressTest:
+    """One device's mtd_stresstest, a method per step of stresstest.c: rand_eb,
+    do_read, do_write (erasing full eraseblocks first), do_operation."""
 
-    def rand_eb() -> int:
+    def __init__(self, dev: MTDDevice, seed: int, say: Callable[[str], None]) -> None:
+        geo = Geometry.of(dev)
+        say(geo.describe())
+        if geo.ebcnt < 2:
+            raise MTDTestError("error: need at least 2 eraseblocks")
+        self.dev, self.say = dev, say
+        self.esz, self.pgsize, self.ebcnt = geo.erasesize, geo.pgsize, geo.ebcnt
+        self.bufsize = 2 * self.esz          # read or write up to 2 eraseblocks at a time
+        self.bbt = scan_for_bad_eraseblocks(dev, self.ebcnt)
+        if all(self.bbt[:-1]):
+            raise MTDTestError("error: no good eraseblocks to stress")
+        self.rng = random.Random(seed)
+        self.pool = memoryview(self.rng.randbytes(2 * self.bufsize))  # writes take slices
+        self.offsets = [self.esz] * self.ebcnt   # "full": the first write erases the block
+        self.shadow = bytearray(geo.size)        # the in-memory copy of the device
+        self.known = [False] * self.ebcnt        # shadow is valid once the test erased it
+        self.erased = b"\xff" * self.esz
+        self.io = chunked_io(dev)
+        self.readbuf = memoryview(bytearray(self.bufsize))
+        self.res = StressResult(0, 0, 0, 0, 0, 0, seed)
+
+    def rand_eb(self) -> int:
         while True:
-            eb = rng.randrange(ebcnt - 1)
-            if not bbt[eb]:
+            eb = self.rng.randrange(self.ebcnt - 1)
+            if not self.bbt[eb]:
                 return eb
 
-    def erase(eb: int) -> None:
-        mtdtest_erase_eraseblock(dev, eb)
-        shadow[eb * esz:(eb + 1) * esz] = erased
-        known[eb] = True
-        res.erases += 1
+    def erase(self, eb: int) -> None:
+        mtdtest_erase_eraseblock(self.dev, eb)
+        self.shadow[eb * self.esz:(eb + 1) * self.esz] = self.erased
+        self.known[eb] = True
+        self.res.erases += 1
 
-    def read(addr: int, length: int) -> bytes | memoryview:
-        if chunked is None:
-            return mtdtest_read(dev, addr, length)
-        view = readbuf[:length]
-        chunked.read_into(addr, view)
+    def read(self, addr: int, length: int) -> memoryview:
+        """Into the buffer kept for the run: no allocation per operation."""
+        view = self.readbuf[:length]
+        self.io.read_into(addr, view)
         return view
 
-    def verify(addr: int, data: bytes | memoryview, what: str) -> None:
+    def verify(self, addr: int, data: bytes | memoryview, what: str) -> None:
         """Compare the parts of [addr, addr+len) that lie in eraseblocks we know."""
+        esz, shadow, known = self.esz, self.shadow, self.known
         end = addr + len(data)
         if end > addr and all(known[addr // esz:(end - 1) // esz + 1]):
             if not shadow.startswith(data, addr):
@@ -103,43 +103,42 @@ def run_stresstest(dev: MTDDevice, count: int = DEFAULT_COUNT, seed: int = 1,
                 check_data(what, pos, bytes(part), bytes(shadow[pos:stop]))
             pos = stop
 
-    def do_read(op: int) -> None:
-        eb = rand_eb()
-        offs = rng.randrange(bufsize)
-        length = rng.randrange(bufsize - offs)
-        if bbt[eb + 1]:
+    def do_read(self, op: int) -> None:
+        esz, rng = self.esz, self.rng
+        eb = self.rand_eb()
+        offs = rng.randrange(self.bufsize)
+        length = rng.randrange(self.bufsize - offs)
+        if self.bbt[eb + 1]:
             if offs >= esz:
                 offs -= esz
             length = min(length, esz - offs)
         addr = eb * esz + offs
-        verify(addr, read(addr, length), f"op {op}: read {length} bytes at {addr:#x}")
-        res.reads += 1
-        res.bytes_read += length
+        self.verify(addr, self.read(addr, length), f"op {op}: read {length} bytes at {addr:#x}")
+        self.res.reads += 1
+        self.res.bytes_read += length
 
-    def do_write(op: int) -> None:
-        eb = rand_eb()
+    def do_write(self, op: int) -> None:
+        esz, pgsize, offsets = self.esz, self.pgsize, self.offsets
+        eb = self.rand_eb()
         offs = offsets[eb]
         if offs >= esz:
-            erase(eb)
+            self.erase(eb)
             offs = offsets[eb] = 0
-        length = rng.randrange(bufsize - offs)
+        length = self.rng.randrange(self.bufsize - offs)
         length = (length + pgsize - 1) // pgsize * pgsize
         if offs + length > esz:
-            if bbt[eb + 1]:
+            if self.bbt[eb + 1]:
                 length = esz - offs
             else:
-                erase(eb + 1)
+                self.erase(eb + 1)
                 offsets[eb + 1] = 0
         addr = eb * esz + offs
-        start = rng.randrange(len(pool) - length + 1)
-        data = pool[start:start + length]
-        if chunked is not None:
-            chunked.write_from(addr, data)
-        else:
-            mtdtest_write(dev, addr, bytes(data))
-        shadow[addr:addr + length] = data
-        res.writes += 1
-        res.bytes_written += length
+        start = self.rng.randrange(len(self.pool) - length + 1)
+        data = self.pool[start:start + length]
+        self.io.write_from(addr, data)
+        self.shadow[addr:addr + length] = data
+        self.res.writes += 1
+        self.res.bytes_written += length
         offs += length
         while offs > esz:
             offsets[eb] = esz
@@ -147,17 +146,29 @@ def run_stresstest(dev: MTDDevice, count: int = DEFAULT_COUNT, seed: int = 1,
             offs -= esz
         offsets[eb] = offs
 
-    say("doing operations")
+    def do_operation(self, op: int) -> None:
+        if self.rng.getrandbits(1):
+            self.do_read(op)
+        else:
+            self.do_write(op)
+        self.res.operations += 1
+
+    def final_compare(self) -> None:
+        for eb in range(self.ebcnt):
+            if self.known[eb]:
+                self.verify(eb * self.esz, self.read(eb * self.esz, self.esz),
+                            f"final compare, EB {eb}")
+
+
+def run_stresstest(dev: MTDDevice, count: int = DEFAULT_COUNT, seed: int = 1,
+                   log: Callable[[str], None] | None = None) -> StressResult:
+    """Do ``count`` random operations with a ``random.Random(seed)``; raise on a mismatch."""
+    test = StressTest(dev, seed, log or (lambda line: None))
+    test.say("doing operations")
     for op in range(count):
         if op % 1024 == 0:
-            say(f"{op} operations done")
-        if rng.getrandbits(1):
-            do_read(op)
-        else:
-            do_write(op)
-        res.operations += 1
-    for eb in range(ebcnt):
-        if known[eb]:
-            verify(eb * esz, read(eb * esz, esz), f"final compare, EB {eb}")
-    say(f"finished, {res.operations} operations done")
-    return res
+            test.say(f"{op} operations done")
+        test.do_operation(op)
+    test.final_compare()
+    test.say(f"finished, {test.res.operations} operations done")
+    return test.res

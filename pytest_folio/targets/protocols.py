@@ -251,6 +251,20 @@ class HasFolioOrder(Protocol):
 
 
 @runtime_checkable
+class ChunkedMTD(Protocol):
+    """A device that moves many driver-sized pieces in one call, into and from buffers the
+    caller keeps (the /dev/mtdN target: preadv/pwritev, one mtdchar_read/_write per
+    ``chunk``; 0: the whole buffer at once). The runners use it when a device has it, so a
+    pass costs one Python call per eraseblock instead of one per page, and no allocation;
+    :func:`pytest_folio.mtdtests.common.chunked_io` gives every other device the same
+    calls, one read or write per chunk."""
+
+    def read_into(self, offset: int, buf: bytearray | memoryview, chunk: int = 0) -> None: ...
+    def write_from(self, offset: int, data: bytes | bytearray | memoryview,
+                   chunk: int = 0) -> None: ...
+
+
+@runtime_checkable
 class Reopenable(Protocol):
     """``reopen()``: close and open the device again, as a module reload or a new open of
     the node would (what was synced must still be there)."""
