@@ -20,6 +20,7 @@ from pytest_folio.timing.meta import package_version
 COMMANDS = [
     "pytest_folio.timing.commands:register_show",
     "pytest_folio.timing.commands:register_compare",
+    "pytest_folio.timing.commands:register_list",
     "pytest_folio.timing.commands:register_bandwidth",
     "pytest_folio.vm.runner:register",
 ]
@@ -36,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_folio",
-                     description="pytest-folio's tools: show and compare saved runs, "
+                     description="pytest-folio's tools: list, show and compare saved runs, "
                                  "print bandwidth tables, run the suites inside a VM.")
     parser.add_argument("--version", action="version",
                         version=f"pytest-folio {package_version()}")

@@ -22,6 +22,9 @@ from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_
 
 T = TypeVar("T")
 
+# what a timing table's cell may show: where the samples lie, how far apart, how many
+TABLE_FIGURES = ("min", "median", "mean", "max", "iqr", "mad", "stdev", "n")
+
 # (option, help, default, kind). The ini key is the option's name without the dashes:
 # --folio-orders is folio_orders, --folio-mtd-size is folio_mtd_size.
 _OPTIONS: list[tuple[str, str, str | None, str]] = [
@@ -58,6 +61,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "order (default: smaller than, equal to and larger than the folio)", None, "string"),
     ("--folio-mtd-replay", "replay this MTD operation log (.mtdops) in the MTD fsx suite "
      "instead of a random run", None, "string"),
+    ("--folio-columns", "what each cell of the timing tables shows, comma-separated from "
+     + ", ".join(TABLE_FIGURES), "median,iqr", "string"),
     ("--folio-mtd-oracle", "differential mode: run the MTD fsx suite's operations on the "
      "target and on this oracle (reference[:knob=value,...]) and compare every result",
      None, "string"),
@@ -183,11 +188,22 @@ class FolioSettings:
     erasesizes: tuple[int, ...] = ()     # empty: chosen per folio order
     mtd_replay: Path | None = None
     mtd_oracle: str | None = None
+    columns: tuple[str, ...] = ("median", "iqr")  # the timing tables' figures per cell
 
     @property
     def fsx_seed(self) -> int:
         """The fsx suite's seed: the run's :attr:`seed` (``--folio-fsx-seed`` is its alias)."""
         return self.seed
+
+
+def parse_figures(text: str) -> tuple[str, ...]:
+    """``min,median,iqr`` as figure names (:data:`TABLE_FIGURES`), each once."""
+    names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
+    unknown = [n for n in names if n not in TABLE_FIGURES]
+    if not names or unknown:
+        raise ValueError(f"{text!r}: choose from {', '.join(TABLE_FIGURES)} "
+                         "(comma-separated, e.g. min,median,iqr)")
+    return tuple(dict.fromkeys(names))
 
 
 def _save_path(text: str) -> Path:
@@ -344,7 +360,8 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         raise given.error("--folio-fsx-dir", f"{fsx_dir} is not a directory")
     mtd = given.text("--folio-mtd")
     fs = given.text("--folio-fs")
-    assert fsx_ops is not None and mtd is not None and fs is not None
+    columns = given.parse("--folio-columns", parse_figures)
+    assert fsx_ops is not None and mtd is not None and fs is not None and columns
     return FolioSettings(
         orders=orders,
         block_sizes=block_sizes,
@@ -367,6 +384,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
                                lambda t: parse_erasesizes(t, mtd_size)) or (),
         mtd_replay=given.parse("--folio-mtd-replay", Path),
         mtd_oracle=given.text("--folio-mtd-oracle"),
+        columns=columns,
     )
 
 

@@ -21,7 +21,7 @@ from pytest_folio.measurement import Measurement
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import autosave, check_storage, resolve
 from pytest_folio.timing.compare import Comparison, Row, compare_runs
-from pytest_folio.timing.machine import machine_facts, xdist_worker_count
+from pytest_folio.timing.hostinfo import machine_facts, xdist_worker_count
 from pytest_folio.timing.storage import (
     Record,
     TimingFileError,
@@ -51,6 +51,7 @@ class TimingOptions:
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
     # option -> how messages name it: the option, or "ini key folio_save" when set there
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    figures: tuple[str, ...] = table.DEFAULT_FIGURES     # what each cell shows
 
     @property
     def measures_machine(self) -> bool:
@@ -266,10 +267,11 @@ class TimingCollector:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _table(self, run: TimingRun) -> str:
+        figures = self.options.figures
         if self.comparison is not None:
-            return table.grid(self.comparison) if self.comparison.rows else ""
-        t = columns.build(columns.one_run_columns("this run", run))
-        return columns.render(t, "grid", seed_grid=False)
+            return table.grid(table.of(self.comparison, figures)) if self.comparison.rows else ""
+        return table.grid(columns.build(columns.one_run_columns("this run", run),
+                                        figures=figures))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The run's table at the end (pytest's own -q/-qq shorten it), then what was

@@ -1,5 +1,5 @@
-"""The timing subcommands of ``python -m pytest_folio``: ``show``, ``compare`` and
-``bandwidth``."""
+"""The timing subcommands of ``python -m pytest_folio``: ``show``, ``compare``, ``list``
+and ``bandwidth``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from pytest_folio.errors import CommandError
+from pytest_folio.options import parse_figures
 from pytest_folio.sizes import parse_size
 from pytest_folio.timing import columns, meta, table
-from pytest_folio.timing.autosave import STORAGE, resolve
+from pytest_folio.timing.autosave import STORAGE, resolve, saved_runs
 from pytest_folio.timing.compare import (
     compare_counter,
     compare_runs,
     normalise_to,
     select_rows,
 )
-from pytest_folio.timing.plot import PlotError, plot_comparison, require_matplotlib
-from pytest_folio.timing.stats import STATISTICS, center
+from pytest_folio.timing.plot import PlotError, plot_table, require_matplotlib
+from pytest_folio.timing.statistics import FIGURES, STATISTICS, center
 from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
 
 
@@ -42,6 +43,25 @@ def _storage_option(p: argparse.ArgumentParser) -> None:
                    help=f"where --folio-autosave's numbered runs are (default: {STORAGE})")
 
 
+def _figures_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--columns", type=_figures, default=None, metavar="FIGURES",
+                   help="what each cell shows, comma-separated from "
+                        f"{', '.join(FIGURES)} (default: the statistic and iqr, e.g. "
+                        "min,median,iqr)")
+
+
+def _figures(text: str) -> tuple[str, ...]:
+    try:
+        return parse_figures(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def figures_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """--columns, or the statistic the changes compare and its IQR."""
+    return args.columns or (args.statistic, *table.DEFAULT_FIGURES[1:])
+
+
 def register_show(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "show", help="print one saved run's table (a column per target)",
@@ -50,6 +70,7 @@ def register_show(subparsers: Any) -> None:
     p.add_argument("run_ref", metavar="RUN", help="a file, or a saved run number or name")
     p.add_argument("--format", choices=table.FORMATS, default="grid")
     _statistic_option(p)
+    _figures_option(p)
     _storage_option(p)
     p.set_defaults(run=run_show)
 
@@ -58,10 +79,10 @@ def run_show(args: argparse.Namespace) -> int:
     name, run = _named(args.run_ref, Path(args.storage))
     if not run.records:
         raise CommandError(f"{args.run_ref}: no timings in this run")
-    t = columns.build(columns.one_run_columns(name, run), args.statistic)
+    t = columns.build(columns.one_run_columns(name, run), args.statistic, figures_of(args))
     if args.format in ("grid", "markdown"):
         print(f"{name}: {meta.describe(run)}")
-    print(columns.render(t, args.format, seed_grid=False), end="")
+    print(table.render(t, args.format), end="")
     return 0
 
 
@@ -85,16 +106,52 @@ def register_compare(subparsers: Any) -> None:
     p.add_argument("--counter", action="append", default=[], metavar="NAME",
                    help="also compare this model counter per pass, e.g. compound_head")
     _statistic_option(p)
+    _figures_option(p)
     p.add_argument("--normalise", action="store_true",
-                   help="scale PATCHED to BASE's machine by their memcpy bandwidths")
+                   help="scale every run to BASE's machine by their memcpy bandwidths")
     _storage_option(p)
     p.set_defaults(run=run_compare)
 
 
 def _statistic_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--statistic", choices=tuple(STATISTICS), default="median",
-                   help="what a sample list shows as (default: median; min suits a busy "
+                   help="what changes compare (default: median; min suits a busy "
                         "machine, where noise only adds time)")
+
+
+def _sides(args: argparse.Namespace,
+           named: list[tuple[str, TimingRun]]) -> list[columns.Column]:
+    """The table's columns: one run's two targets, two runs whole, or more runs merged
+    where they cover different parameters."""
+    if len(named) == 1:          # one run holding both sides: its two targets
+        cols = columns.by_target(*named[0])
+        if len(cols) != 2:
+            raise CommandError(f"{args.base}: {len(cols)} targets; one run compares when it "
+                               "holds two, a base and a patched (vm --interleave)")
+        return cols
+    if len(named) == 2:          # the seeds' grid, whatever the targets: base, patched
+        return [columns.Column(",".join(dict.fromkeys(r.target for r in run.records)),
+                               run.records, [name], name, run.machine) for name, run in named]
+    return columns.runs_columns(named)
+
+
+def _tables(args: argparse.Namespace, cols: list[columns.Column]) -> list[table.Table]:
+    """The timings' table, then one per --counter, with --row and --normalise applied."""
+    titles = list(table.HEADERS[2:4]) if len(cols) == 2 else [c.title for c in cols]
+    headings = [table.Heading(t, c.target, list(c.sources))
+                for t, c in zip(titles, cols, strict=True)]
+    base, *others = [c.run() for c in cols]
+    if args.normalise:
+        others = [normalise_to(run, base) for run in others]
+    others = others or [TimingRun(records=[])]
+    compared = [[compare_runs(base, run, statistic=args.statistic) for run in others]]
+    compared += [[compare_counter(base, run, c) for run in others] for c in args.counter]
+    if args.row:
+        compared = [[select_rows(c, args.row, missing_ok=i > 0) for c in cs]
+                    for i, cs in enumerate(compared)]
+    if not any(c.groups for c in compared[0]):
+        raise CommandError("no timings in these files")
+    return [table.from_comparisons(headings, cs, figures_of(args)) for cs in compared]
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -110,44 +167,62 @@ def run_compare(args: argparse.Namespace) -> int:
     named = [_named(ref, storage) for ref in refs]
     for line in meta.doubts(named):
         print(f"warning: {line}", file=sys.stderr)
-    if len(named) == 1:          # one run holding both sides: its two targets
-        cols = columns.by_target(*named[0])
-        if len(cols) != 2:
-            raise CommandError(f"{args.base}: {len(cols)} targets; one run compares when it "
-                               "holds two, a base and a patched (vm --interleave)")
-        sides = [c.run() for c in cols]
-    elif len(named) == 2:        # the seeds' grid, whatever the targets: base, patched
-        sides = [named[0][1], named[1][1]]
-    else:
-        cols = columns.runs_columns(named)
-        if len(cols) != 2:
-            if args.counter or args.row or args.normalise or args.plot:
-                raise CommandError(f"{len(cols)} columns: --counter, --row, --normalise "
-                                   "and --plot work on two (a base and a patched side)")
-            t = columns.build(cols, args.statistic)
-            if not t.row_keys():
-                raise CommandError("no timings in these files")
-            print(columns.render(t, args.format), end="")
-            return 0
-        sides = [c.run() for c in cols]
-    base, patched = sides
     try:
-        if args.normalise:
-            patched = normalise_to(patched, base)
-        comparisons = [compare_runs(base, patched, statistic=args.statistic)]
-        comparisons += [compare_counter(base, patched, c) for c in args.counter]
-        if args.row:
-            comparisons = [select_rows(c, args.row, missing_ok=i > 0)
-                           for i, c in enumerate(comparisons)]
-        if not comparisons[0].groups:
-            raise CommandError("no timings in either file")
+        tables = _tables(args, _sides(args, named))
         if args.plot:
-            plot_comparison(comparisons[0], args.plot)
+            plot_table(tables[0], args.plot)
     except (ValueError, PlotError) as exc:
         raise CommandError(str(exc)) from None
-    texts = [table.render(comparisons[0], args.format)]
-    texts += [f"\n{c.what}:\n{table.render(c, args.format)}" for c in comparisons[1:]]
+    texts = [table.render(tables[0], args.format)]
+    texts += [f"\n{t.what}:\n{table.render(t, args.format)}" for t in tables[1:]]
     print("".join(texts), end="")
+    return 0
+
+
+def register_list(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "list", help="list saved runs, one line each",
+        description="List the runs saved under the storage directory (numbered by "
+                    "--folio-autosave, or named files saved there with --folio-save) and "
+                    "any timing files given: number, name, date, items, git commit, "
+                    "complete or partial.")
+    p.add_argument("files", metavar="RUN.json", nargs="*", help="other saved runs to list")
+    _storage_option(p)
+    p.set_defaults(run=run_list)
+
+
+def list_line(number: int | None, path: Path) -> list[str]:
+    """One saved run's cells: number, name, date, items, git, complete or partial."""
+    name = path.stem.partition("_")[2] if number is not None else str(path)
+    try:
+        run = load_run(path)
+    except TimingFileError as exc:
+        return [str(number or ""), name, "", "", "", f"unreadable: {exc}"]
+    items = len({(r.suite, r.name, r.unit) for r in run.records})
+    git = run.meta.get("git") or {}
+    commit = str(git.get("commit", ""))[:8] + ("+dirty" if git.get("dirty") else "")
+    return [str(number or ""), name, run.created[:16].replace("T", " "),
+            f"{items} items, {len(run.records)} measurements", commit or "-",
+            "complete" if run.complete else "partial"]
+
+
+def run_list(args: argparse.Namespace) -> int:
+    storage = Path(args.storage)
+    numbered = saved_runs(storage)
+    seen = {p for *_, p in numbered}
+    named = sorted(p for p in storage.glob("*.json") if p not in seen) if storage.is_dir() \
+        else []
+    rows = [list_line(n, p) for n, _, p in numbered]
+    rows += [list_line(None, p) for p in [*named, *map(Path, args.files)]]
+    if not rows:
+        print(f"no saved runs in {storage} (save one with --folio-autosave)")
+        return 0
+    head = ["#", "name", "created", "items", "git", "state"]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        cells = [r[0].rjust(widths[0]), *(c.ljust(w) for c, w in zip(r[1:], widths[1:],
+                                                                     strict=True))]
+        print("  ".join(cells).rstrip())
     return 0
 
 

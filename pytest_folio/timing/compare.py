@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pytest_folio.sizes import parse_size
-from pytest_folio.timing.stats import (
+from pytest_folio.timing.statistics import (
     ALPHA,
     METHOD,
     STATISTICS,
@@ -36,10 +36,24 @@ def better_direction(unit: str, extra: dict[str, Any]) -> str:
     return "higher" if unit.lower().endswith(HIGHER_IS_BETTER_UNITS) else "lower"
 
 
-def param_label(params: dict[str, Any]) -> str:
-    """What the table's second column shows: the folio size, then any other parameters."""
-    others = [f"{k}={v}" for k, v in sorted(params.items()) if k != "folio"]
-    return ",".join([str(params["folio"]), *others] if "folio" in params else others)
+SIZE_KEYS = {"folio": "Folio", "bs": "bs"}    # a size parameter -> its column's header
+
+
+def param_label(params: dict[str, Any], bare: str | None = "folio") -> str:
+    """Parameters as a table cell: the ``bare`` one's value first (``16K``), then every
+    other as ``key=value`` in key order (``16K,eb=4K``)."""
+    others = [f"{k}={v}" for k, v in sorted(params.items()) if k != bare]
+    return ",".join([str(params[bare]), *others] if bare in params else others)
+
+
+def size_key(all_params: Iterable[dict[str, Any]]) -> str | None:
+    """The size parameter a table's rows share (folio, else bs), which its size column is
+    headed by and shows bare; None when rows with parameters share neither."""
+    given = [p for p in all_params if p]
+    for key in SIZE_KEYS:
+        if all(key in p for p in given):
+            return key
+    return None
 
 
 def _size_of(part: str) -> int | None:
@@ -78,7 +92,8 @@ class Row:
     better: str = "lower"
     alpha: float = ALPHA
     exact: bool = False             # counters: no noise, so no significance test
-    statistic: str = "median"       # what Base and Patched show (stats.STATISTICS)
+    statistic: str = "median"       # what the change compares (statistics.STATISTICS)
+    params: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def base_value(self) -> float | None:
@@ -141,7 +156,8 @@ class Comparison:
         return [row for group in self.groups for row in group.rows]
 
 
-def _key(record: Record) -> Key:
+def record_key(record: Record) -> Key:
+    """What rows are matched on: suite, item name, unit and parameters (not the target)."""
     params = tuple(sorted((str(k), str(v)) for k, v in record.params.items()))
     return record.suite, record.name, record.unit, params
 
@@ -150,7 +166,7 @@ def _pool(records: Iterable[Record],
           values: Callable[[Record], list[float]]) -> dict[Key, tuple[Record, list[float]]]:
     pooled: dict[Key, tuple[Record, list[float]]] = {}
     for record in records:
-        samples = pooled.setdefault(_key(record), (record, []))[1]
+        samples = pooled.setdefault(record_key(record), (record, []))[1]
         samples.extend(values(record))
     return pooled
 
@@ -185,7 +201,8 @@ def compare_runs(base: TimingRun, patched: TimingRun, alpha: float = ALPHA,
             base=old[key][1] if key in old else [],
             patched=new[key][1] if key in new else [],
             better=better_direction(record.unit, record.extra),
-            alpha=alpha, exact=exact, statistic=statistic))
+            alpha=alpha, exact=exact, statistic=statistic,
+            params={str(k): str(v) for k, v in record.params.items()}))
     for group in groups.values():
         group.rows.sort(key=lambda r: label_order(r.label))
     return Comparison(list(groups.values()), alpha=alpha,
@@ -213,7 +230,7 @@ def compare_counter(base: TimingRun, patched: TimingRun, counter: str) -> Compar
     if not any(counter in r.counters for run in (base, patched) for r in run.records):
         raise ValueError(f"no counter {counter!r} in either file")
     comparison = compare_runs(base, patched, values=counter_per_pass(counter), exact=True,
-                              unit=counter)
+                              unit="per pass")
     comparison.groups = [g for g in comparison.groups
                          if any(r.base or r.patched for r in g.rows)]
     comparison.what = f"{counter} per pass"
@@ -256,5 +273,7 @@ def select_rows(comparison: Comparison, wanted: Sequence[str],
         if group is None:
             known = "; ".join(by_name) or "none"
             raise ValueError(f"no item named {name.strip()!r} (items: {known})")
-        chosen.append(dataclasses.replace(group, name=shown.strip() or group.name))
+        name = shown.strip() or group.name
+        chosen.append(dataclasses.replace(
+            group, name=name, rows=[dataclasses.replace(r, name=name) for r in group.rows]))
     return dataclasses.replace(comparison, groups=chosen)

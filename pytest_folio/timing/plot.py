@@ -1,4 +1,6 @@
-"""Time against folio (or block) size, one line per item, base dashed and patched solid.
+"""Time against folio (or block) size: one line per item and column, each item with its
+own colour and marker (fourteen items stay apart), each column with its own dash
+(base dashed, patched solid).
 
 matplotlib is the optional extra ``plot`` (``pip install 'pytest-folio[plot]'``); without
 it, :func:`require_matplotlib` says so in one line instead of a traceback.
@@ -6,13 +8,18 @@ it, :func:`require_matplotlib` says so in one line instead of a traceback.
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
-from pytest_folio.sizes import format_size
-from pytest_folio.timing.compare import Comparison, label_size
+from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.timing.compare import Comparison
+from pytest_folio.timing.table import Table, of
 
 MISSING = "plotting needs matplotlib: pip install 'pytest-folio[plot]'"
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "8")
+DASHES = ("--", "-", ":", "-.")
+AXES = {"folio": "folio size", "bs": "block size"}
 
 
 class PlotError(Exception):
@@ -30,45 +37,48 @@ def require_matplotlib() -> Any:
     return plt
 
 
-def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int:
-    """Draw ``comparison`` into ``path`` (format from the suffix); returns the lines drawn."""
+def item_styles(count: int) -> list[tuple[str, str]]:
+    """(colour, marker) for ``count`` items, no two alike: ten colours against fourteen
+    markers, stepping both, so neighbours differ in each and 140 pairs are distinct."""
+    pairs = itertools.islice(zip(itertools.cycle(f"C{n}" for n in range(10)),
+                                 itertools.cycle(MARKERS)), count)
+    return list(pairs)
+
+
+def plot_table(t: Table | Comparison, path: str | os.PathLike[str]) -> int:
+    """Draw ``t`` into ``path`` (format from the suffix); returns the lines drawn."""
+    t = t if isinstance(t, Table) else of(t)
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(11, 6), layout="constrained")
+    key = t.size_key
     drawn = 0
     sizes: set[int] = set()
-    units: set[str] = set()
     values: list[float] = []
-    axis = "folio size"
     try:
-        for n, group in enumerate(comparison.groups):
-            color = f"C{n % 10}"
-            for style, side in (("--", "base"), ("-", "patched")):
-                xs: list[int] = []
-                ys: list[float] = []
-                for row in group.rows:
-                    value = row.base_value if side == "base" else row.patched_value
-                    size = label_size(row.label)
-                    if size is not None and value is not None:
-                        if "=" in row.label.partition(",")[0]:
-                            axis = "block size"       # bs=16K rows (ramfs, fsx)
-                        xs.append(size)
-                        ys.append(value)
-                if xs:
-                    sizes.update(xs)
-                    units.add(group.unit)
-                    ax.plot(xs, ys, style, marker="o", color=color,
-                            label=group.name if side == "patched" else None)
-                    values.extend(ys)
-                    drawn += 1
-        if not drawn:
+        for group, (color, marker) in zip(t.groups, item_styles(len(t.groups)), strict=True):
+            for column in range(len(t.headings)):
+                points = sorted((parse_size(line.params[key]), line.cells[column].value)
+                                for line in group.lines
+                                if key in line.params and line.cells[column].value is not None)
+                if not points:
+                    continue
+                xs, ys = [x for x, _ in points], [float(y or 0) for _, y in points]
+                ax.plot(xs, ys, DASHES[column % len(DASHES)], marker=marker, color=color,
+                        label=group.name if column == len(t.headings) - 1 else None)
+                sizes.update(xs)
+                values.extend(ys)
+                drawn += 1
+        if not drawn or key is None:
             raise PlotError("nothing to plot: no item has a folio or block size")
         ax.set_xscale("log", base=2)
         if min(values) > 0 and max(values) / min(values) > 20:
             ax.set_yscale("log")          # items of very different cost stay readable
         ax.set_xticks(sorted(sizes), [format_size(x) for x in sorted(sizes)])
-        ax.set_xlabel(axis)
-        ax.set_ylabel(f"{comparison.what} ({', '.join(sorted(units))})")
-        ax.set_title("base (dashed) against patched (solid)")
+        ax.set_xlabel(AXES[key])
+        units = sorted({g.unit for g in t.groups})
+        ax.set_ylabel(f"{t.statistic} of the {t.what} ({', '.join(units)})")
+        ax.set_title(", ".join(f"{h.title} ({DASHES[i % len(DASHES)]})"
+                               for i, h in enumerate(t.headings)))
         fig.legend(loc="outside right upper", fontsize="x-small")
         try:
             fig.savefig(path)
@@ -77,3 +87,8 @@ def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int
     finally:
         plt.close(fig)
     return drawn
+
+
+def plot_comparison(comparison: Comparison, path: str | os.PathLike[str]) -> int:
+    """Base against patched (the table's two columns); kept for callers of old."""
+    return plot_table(comparison, path)

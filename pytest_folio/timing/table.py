@@ -1,30 +1,60 @@
-"""The comparison as text: the seeds' grid (the block2mtd cover letter's table), markdown,
-CSV, JSON, and the ramfs seed's ``| bs | BW(GB/s) |`` table.
+"""The one table of timings: a model for any number of columns and its four renderers
+(the seeds' grid, markdown, CSV, JSON), plus the ramfs seed's ``| bs | BW(GB/s) |`` table.
 
-The grid is the first seed's table to the character: its column widths are minimums (a
-wider number widens its column), a test name longer than the first column wraps at
-spaces onto more lines, numbers are right-aligned with two decimals and the change has a
-sign, one decimal and ``%``. A change that is not statistically significant gets `` ns``
-after it and a footnote names the test; when every change is significant, or none could
-be tested (too few samples, e.g. one a side), the grid is exactly the seed's layout.
+A :class:`Table` has one column per run (or per target, or per merged runs) and a line per
+item and parameter set; every later column carries its change against the first. Two
+columns are the first seed's grid (Test | Folio | Base | Patched | Change): its column
+widths are minimums (a wider cell widens its column), a test name longer than the first
+column wraps at spaces, numbers are right-aligned with two decimals and the change has a
+sign, one decimal and ``%``. Every header carries the unit when all lines share one
+(``Base (ms)``), else each item's name does (``Write [ms]``). A cell shows the figures
+chosen (``--folio-columns``: by default the median and the IQR, ``20.25 ±0.31``); a change
+that is not statistically significant gets `` ns`` after it and a footnote names the
+test. CSV and JSON have one schema whatever the number of columns: a record per line and
+column, with every figure at full precision (docs/timing.md lists the fields).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_folio.sizes import format_size
-from pytest_folio.timing.compare import Comparison, Row
+from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.timing.compare import (
+    SIZE_KEYS,
+    Comparison,
+    Row,
+    label_order,
+    param_label,
+    size_key,
+)
+from pytest_folio.timing.statistics import (
+    ALPHA,
+    LOCATIONS,
+    METHOD,
+    SPREADS,
+    Significance,
+    Summary,
+)
 
-HEADERS = ("Test", "Folio", "Base", "Patched", "Change")
+HEADERS = ("Test", "Folio", "Base", "Patched", "Change")   # the seed's; Base/Patched titles
 SEED_WIDTHS = (28, 5, 6, 7, 7)
+VALUE_WIDTH, CHANGE_WIDTH = SEED_WIDTHS[2], SEED_WIDTHS[4]
+PARAMS_HEADER = "Params"        # the size column when lines share no size parameter
 NS = "ns"
 FORMATS = ("grid", "markdown", "csv", "json")
+DEFAULT_FIGURES = ("median", "iqr")
+FIGURE_NAMES = {"iqr": "IQR", "mad": "MAD"}
+SCHEMA = "pytest-folio-table"
+SCHEMA_VERSION = 1
+FIELDS = ("suite", "test", "params", "size", "unit", "column", "column_index", "target",
+          "runs", "n", "min", "median", "mean", "max", "q1", "q3", "iqr", "mad", "stdev",
+          "statistic", "value", "change_pct", "p_value", "significant", "better")
 
 
 def format_value(value: float | None, integral: bool = False) -> str:
@@ -40,48 +70,256 @@ def format_change(change: float | None) -> str:
     return "+0.0%" if text == "-0.0%" else text
 
 
-def _integral(rows: Sequence[Row]) -> bool:
+@dataclasses.dataclass
+class Heading:
+    """A column: its title, the target it measured and the runs it came from."""
+
+    title: str
+    target: str = ""
+    runs: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Cell:
+    """One column's samples of one line; ``change_pct`` and ``test`` against column 0."""
+
+    samples: list[float]
+    value: float | None = None          # the table's statistic, what the change compares
+    change_pct: float | None = None
+    test: Significance | None = None    # None in column 0 (nothing to test against)
+
+    @property
+    def summary(self) -> Summary | None:
+        return Summary.of(self.samples) if self.samples else None
+
+
+@dataclasses.dataclass
+class Line:
+    """An item at one parameter set, a cell per column."""
+
+    params: dict[str, str]
+    cells: list[Cell]
+    better: str = "lower"
+
+
+@dataclasses.dataclass
+class Group:
+    """The lines of one item name, in parameter order (one block of the grid)."""
+
+    suite: str
+    name: str
+    unit: str
+    lines: list[Line]
+
+
+@dataclasses.dataclass
+class Table:
+    headings: list[Heading]
+    groups: list[Group]
+    statistic: str = "median"
+    figures: tuple[str, ...] = DEFAULT_FIGURES
+    exact: bool = False                 # counters: whole numbers, never tested
+    what: str = "samples"               # what the values are of ("compound_head per pass")
+    method: str = METHOD
+    alpha: float = ALPHA
+
+    @property
+    def lines(self) -> list[Line]:
+        return [line for group in self.groups for line in group.lines]
+
+    @property
+    def size_key(self) -> str | None:
+        """The parameter the size column shows bare (see :func:`compare.size_key`)."""
+        params = [line.params for line in self.lines]
+        return size_key(params) if any(params) else "folio"
+
+    @property
+    def size_header(self) -> str:
+        key = self.size_key
+        return SIZE_KEYS[key] if key is not None else PARAMS_HEADER
+
+    def label(self, line: Line) -> str:
+        return param_label(line.params, self.size_key)
+
+    @property
+    def unit(self) -> str | None:
+        """The unit every line shares, else None (then each group's name carries it)."""
+        units = {g.unit for g in self.groups}
+        return units.pop() if len(units) == 1 else None
+
+
+def _cell(row: Row, side: str) -> Cell:
+    samples = row.base if side == "base" else row.patched
+    if side == "base":
+        return Cell(samples, row.base_value)
+    return Cell(samples, row.patched_value, row.change_pct, row.test)
+
+
+def from_comparisons(headings: Sequence[Heading], comparisons: Sequence[Comparison],
+                     figures: Sequence[str] = DEFAULT_FIGURES) -> Table:
+    """The table of ``headings``: ``comparisons[i]`` pairs column 0 with column i + 1
+    (one column: a comparison of its run with nothing). Groups come in first-seen order,
+    lines by parameter order (sizes by size)."""
+    first = comparisons[0]
+    rows: dict[tuple[str, str, str], dict[str, list[Row | None]]] = {}
+    for i, comparison in enumerate(comparisons):
+        for row in comparison.rows:
+            by_label = rows.setdefault((row.suite, row.name, row.unit), {})
+            by_label.setdefault(row.label, [None] * len(comparisons))[i] = row
+    groups = []
+    for (suite, name, unit), by_label in rows.items():
+        lines = []
+        for found in by_label.values():
+            some = next(r for r in found if r is not None)
+            base = next((r for r in found if r is not None and r.base), some)
+            cells = [_cell(base, "base")]
+            if len(headings) > 1:
+                cells += [_cell(r, "patched") if r is not None else Cell([]) for r in found]
+            lines.append(Line(dict(some.params), cells, some.better))
+        groups.append(Group(suite, name, unit, lines))
+    statistic = first.rows[0].statistic if first.rows else "median"
+    exact = bool(first.rows) and first.rows[0].exact
+    t = Table(list(headings), groups, statistic, tuple(figures), exact,
+              first.what.removesuffix(" of the samples") if exact else "samples",
+              first.method, first.alpha)
+    for group in t.groups:
+        group.lines.sort(key=lambda line: label_order(t.label(line)))
+    return t
+
+
+def of(comparison: Comparison, figures: Sequence[str] = DEFAULT_FIGURES,
+       titles: Sequence[str] = HEADERS[2:4]) -> Table:
+    """A base-against-patched comparison as a two-column table (the seeds' grid)."""
+    return from_comparisons([Heading(t) for t in titles], [comparison], figures)
+
+
+def _table(t: Table | Comparison) -> Table:
+    return t if isinstance(t, Table) else of(t)
+
+
+# -- what cells show -----------------------------------------------------------------------
+
+def _integral(t: Table) -> bool:
     """Counters per pass are whole numbers: show them without decimals."""
-    values = [v for r in rows for v in (r.base_value, r.patched_value) if v is not None]
-    return bool(values) and all(rows[0].exact and v == int(v) for v in values)
+    values = [c.value for line in t.lines for c in line.cells if c.value is not None]
+    return t.exact and bool(values) and all(v == int(v) for v in values)
 
 
-def _group_name(comparison: Comparison, name: str, unit: str) -> str:
-    units = {g.unit for g in comparison.groups}
-    return name if len(units) <= 1 else f"{name} [{unit}]"
+def _shown(t: Table) -> list[str]:
+    """The figures the cells show: spreads only when some cell has two samples or more."""
+    spread = any(len(c.samples) > 1 for line in t.lines for c in line.cells)
+    return [f for f in t.figures if spread or f not in SPREADS]
 
 
-def _marked(comparison: Comparison) -> bool:
-    return any(r.test.significant is False for r in comparison.rows)
+def _parts(t: Table, cell: Cell, shown: Sequence[str], integral: bool) -> list[str] | None:
+    """The cell's figures as text: the locations joined by ``/``, then each spread
+    (``±0.31``, "" when unknown) and the count; None for an empty cell."""
+    summary = cell.summary
+    if summary is None:
+        return None
+    locations = [format_value(summary.figure(n), integral) for n in shown if n in LOCATIONS]
+    parts = ["/".join(locations)]
+    for name in shown:
+        value = summary.figure(name)
+        if name == "n":
+            parts.append(f" n={summary.n}")
+        elif name in SPREADS:
+            parts.append("" if value is None else f" ±{format_value(value, integral)}")
+    return parts
 
 
-def _change_cell(row: Row, marked: bool) -> str:
-    text = format_change(row.change_pct)
-    if not marked:
-        return text
-    return text + (f" {NS}" if row.test.significant is False else " " * (len(NS) + 1))
+def _value_cells(t: Table, column: int, aligned: bool) -> list[str]:
+    """Column ``column``'s cells, line by line; ``aligned`` lines up each figure."""
+    shown, integral = _shown(t), _integral(t)
+    parts = [_parts(t, line.cells[column], shown, integral) for line in t.lines]
+    widths = [max((len(p[i]) for p in parts if p is not None), default=0)
+              for i in range(1 + sum(f not in LOCATIONS for f in shown))]
+    out = []
+    for p in parts:
+        if p is None:
+            out.append("-")
+        elif aligned:
+            out.append("".join(x.rjust(w) for x, w in zip(p, widths, strict=True)))
+        else:
+            out.append(" ".join(x.strip() for x in p if x))
+    return out
 
 
-def footnote(comparison: Comparison) -> str:
-    return (f"{NS}: not significant ({comparison.method}, p >= {comparison.alpha:g}); "
-            f"Base and Patched are the {comparison.what}")
+def _marked(t: Table) -> bool:
+    return any(c.test is not None and c.test.significant is False
+               for line in t.lines for c in line.cells)
 
 
-Block = list[tuple[str, ...]]   # one group's lines: (name, label, cells...)
+def _change_cells(t: Table, column: int, marked: bool) -> list[str]:
+    out = []
+    for line in t.lines:
+        cell = line.cells[column]
+        text = format_change(cell.change_pct)
+        if marked and cell.change_pct is not None:
+            text += f" {NS}" if cell.test and cell.test.significant is False else " " * 3
+        elif marked:
+            text += " " * 3
+        out.append(text)
+    return out
 
 
-def grid_text(headers: Sequence[str], blocks: Sequence[Block],
-              min_widths: Sequence[int], notes: Sequence[str] = ()) -> str:
-    """The seeds' grid for any number of value columns: ``blocks`` hold one group each,
-    every line ``(group name, label, cells...)``; see the module docstring for the rules."""
-    ncols = len(headers)
-    widths = [*min_widths, *(len(h) for h in headers[len(min_widths):])][:ncols]
-    widths[1] = max(widths[1], len(headers[1]))
-    for col in range(2, ncols):
-        widths[col] = max(widths[col], len(headers[col]))
+def headers(t: Table) -> list[str]:
+    """Test, the size column, then each column's title (with the unit) and, after every
+    column but the first, its Change."""
+    unit = f" ({t.unit})" if t.unit else ""
+    out = [HEADERS[0], t.size_header, t.headings[0].title + unit]
+    for heading in t.headings[1:]:
+        out += [heading.title + unit, HEADERS[4]]
+    return out
+
+
+def _body(t: Table, aligned: bool) -> list[list[str]]:
+    """Every line's cells after the label, column by column as :func:`headers` has them."""
+    marked = _marked(t)
+    columns = [_value_cells(t, 0, aligned)]
+    for i in range(1, len(t.headings)):
+        columns += [_value_cells(t, i, aligned), _change_cells(t, i, marked)]
+    return [list(cells) for cells in zip(*columns, strict=True)]
+
+
+def _name(t: Table, group: Group) -> str:
+    return group.name if t.unit is not None else f"{group.name} [{group.unit}]"
+
+
+def _describe(t: Table) -> str:
+    """What the cells hold, as they write it: ``min/median ±IQR n``."""
+    shown = _shown(t)
+    words = ["/".join(FIGURE_NAMES.get(n, n) for n in shown if n in LOCATIONS)]
+    words += [("±" if n in SPREADS else "") + FIGURE_NAMES.get(n, n)
+              for n in shown if n not in LOCATIONS]
+    return " ".join(w for w in words if w)
+
+
+def notes(t: Table) -> list[str]:
+    """The footnote: what ``ns`` means, what the cells hold, what changes are against.
+    None when the grid is the seed's (two columns of one figure, nothing marked)."""
+    marked = _marked(t)
+    shown = _shown(t)
+    if not marked and len(t.headings) == 2 and shown == [t.statistic]:
+        return []
+    parts = [f"{NS}: not significant ({t.method}, p >= {t.alpha:g})"] if marked else []
+    parts.append(f"cells: {_describe(t)} of the {t.what}")
+    if len(t.headings) > 1:
+        against = f", against {t.headings[0].title}" if len(t.headings) > 2 else ""
+        parts.append(f"change of the {t.statistic}{against}")
+    return ["; ".join(parts)]
+
+
+# -- renderers -----------------------------------------------------------------------------
+
+def grid_text(head: Sequence[str], blocks: Sequence[Sequence[Sequence[str]]],
+              min_widths: Sequence[int], foot: Sequence[str] = ()) -> str:
+    """The seeds' grid: ``blocks`` hold one group each, every line ``(group name, label,
+    cells...)``; see the module docstring for the rules."""
+    widths = [max(len(h), w) for h, w in zip(head, min_widths, strict=True)]
     for block in blocks:
         for line in block:
-            for col in range(1, ncols):
+            for col in range(1, len(head)):
                 widths[col] = max(widths[col], len(line[col]) + (col == 1))
             widths[0] = max([widths[0], *(len(w) for w in line[0].split())])
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
@@ -93,97 +331,106 @@ def grid_text(headers: Sequence[str], blocks: Sequence[Block],
         return "| " + " | ".join(texts) + " |"
 
     lines = [sep, "| " + " | ".join(
-        [headers[0].ljust(widths[0]), headers[1].ljust(widths[1]),
-         *(h.rjust(w) for h, w in zip(headers[2:], widths[2:], strict=True))]) + " |", sep]
+        [head[0].ljust(widths[0]), head[1].ljust(widths[1]),
+         *(h.rjust(w) for h, w in zip(head[2:], widths[2:], strict=True))]) + " |", sep]
     for block in blocks:
         name_lines = textwrap.wrap(block[0][0], widths[0], break_long_words=False,
                                    break_on_hyphens=False) or [""]
         for i in range(max(len(block), len(name_lines))):
             name = name_lines[i] if i < len(name_lines) else ""
-            rest: tuple[str, ...] = block[i][1:] if i < len(block) else ("",) * (ncols - 1)
+            rest = block[i][1:] if i < len(block) else ("",) * (len(head) - 1)
             lines.append(render((name, *rest)))
         lines.append(sep)
-    lines += notes
+    lines += foot
     return "\n".join(lines) + "\n"
 
 
-def label_header(rows: Sequence[Row]) -> str:
-    """"Folio", or "Params" when no row has a folio size (block sizes, other parameters)."""
-    return ("Params" if rows and all(r.label.partition(",")[0].count("=") for r in rows)
-            else HEADERS[1])
+def _blocks(t: Table, aligned: bool) -> list[list[list[str]]]:
+    body = iter(_body(t, aligned))
+    return [[[_name(t, g), t.label(line), *next(body)] for line in g.lines] for g in t.groups]
 
 
-def grid(comparison: Comparison) -> str:
-    """The seeds' table; see the module docstring for the rules."""
-    marked = _marked(comparison)
-    integral = _integral(comparison.rows)
-    headers = (HEADERS[0], label_header(comparison.rows), *HEADERS[2:])
-    blocks: list[Block] = []
-    for group in comparison.groups:
-        cells = [(r.label, format_value(r.base_value, integral),
-                  format_value(r.patched_value, integral), _change_cell(r, marked))
-                 for r in group.rows]
-        blocks.append([(_group_name(comparison, group.name, group.unit), *c) for c in cells])
-    return grid_text(headers, blocks, SEED_WIDTHS, [footnote(comparison)] if marked else [])
+def grid(t: Table | Comparison) -> str:
+    """The seeds' table for any number of columns; see the module docstring."""
+    t = _table(t)
+    head = headers(t)
+    mins = [*SEED_WIDTHS[:2], VALUE_WIDTH,
+            *[w for _ in t.headings[1:] for w in (VALUE_WIDTH, CHANGE_WIDTH)]]
+    return grid_text(head, _blocks(t, aligned=True), mins, notes(t))
 
 
-def markdown(comparison: Comparison) -> str:
+def markdown(t: Table | Comparison) -> str:
     """A GitHub table: the grid's columns, the name once per group, no wrapping."""
-    marked = _marked(comparison)
-    integral = _integral(comparison.rows)
-    lines = ["| " + " | ".join(HEADERS) + " |", "|:---|---:|---:|---:|---:|"]
-    for group in comparison.groups:
-        for i, r in enumerate(group.rows):
-            name = _group_name(comparison, group.name, group.unit) if i == 0 else ""
-            lines.append("| " + " | ".join([
-                name.replace("|", "\\|"), r.label, format_value(r.base_value, integral),
-                format_value(r.patched_value, integral), _change_cell(r, marked).rstrip(),
-            ]) + " |")
-    if marked:
-        lines += ["", footnote(comparison)]
-    return "\n".join(lines) + "\n"
+    t = _table(t)
+    head = headers(t)
+    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in head) + " |",
+             "|:---|" + "---:|" * (len(head) - 1)]
+    for block in _blocks(t, aligned=False):
+        for i, cells in enumerate(block):
+            name = cells[0].replace("|", "\\|") if i == 0 else ""
+            lines.append("| " + " | ".join([name, *(c.rstrip() for c in cells[1:])]) + " |")
+    foot = notes(t)
+    return "\n".join([*lines, *(["", *foot] if foot else [])]) + "\n"
 
 
-def row_dicts(comparison: Comparison) -> list[dict[str, Any]]:
-    """Every row with full precision and its raw samples, for CSV and JSON."""
+def _size(line: Line, key: str | None) -> int | None:
+    try:
+        return parse_size(line.params[key]) if key in line.params else None
+    except ValueError:
+        return None
+
+
+def records(t: Table | Comparison) -> list[dict[str, Any]]:
+    """One record per line and column, every figure at full precision (the CSV and JSON
+    schema: :data:`FIELDS`, JSON adding ``samples``)."""
+    t = _table(t)
+    key = t.size_key or next(iter(SIZE_KEYS))
     out = []
-    for group in comparison.groups:
-        for r in group.rows:
-            test = r.test
-            out.append({
-                "suite": r.suite, "test": group.name, "folio": r.label, "unit": r.unit,
-                "base": r.base_value, "patched": r.patched_value,
-                "change_pct": r.change_pct, "p_value": test.p_value,
-                "significant": test.significant, "better": r.better,
-                "n_base": len(r.base), "n_patched": len(r.patched),
-                "base_samples": r.base, "patched_samples": r.patched,
-            })
+    for group in t.groups:
+        for line in group.lines:
+            for i, (heading, cell) in enumerate(zip(t.headings, line.cells, strict=True)):
+                s = cell.summary
+                test = cell.test
+                out.append({
+                    "suite": group.suite, "test": group.name,
+                    "params": param_label(line.params, None), "size": _size(line, key),
+                    "unit": group.unit, "column": heading.title, "column_index": i,
+                    "target": heading.target, "runs": "+".join(heading.runs),
+                    "n": len(cell.samples),
+                    **{f: None if s is None else s.figure(f) for f in FIELDS[10:19]},
+                    "statistic": t.statistic, "value": cell.value,
+                    "change_pct": cell.change_pct,
+                    "p_value": test.p_value if test else None,
+                    "significant": test.significant if test else None,
+                    "better": line.better, "samples": list(cell.samples),
+                })
     return out
 
 
-def csv_text(comparison: Comparison) -> str:
-    fields = ["suite", "test", "folio", "unit", "base", "patched", "change_pct", "p_value",
-              "significant", "better", "n_base", "n_patched"]
+def csv_text(t: Table | Comparison) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    for row in row_dicts(comparison):
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    for record in records(t):
+        writer.writerow({k: "" if v is None else v for k, v in record.items()})
     return out.getvalue()
 
 
-def json_text(comparison: Comparison) -> str:
-    return json.dumps({"method": comparison.method, "alpha": comparison.alpha,
-                       "value": comparison.what, "rows": row_dicts(comparison)},
-                      indent=1) + "\n"
+def json_text(t: Table | Comparison) -> str:
+    t = _table(t)
+    return json.dumps({
+        "format": SCHEMA, "version": SCHEMA_VERSION, "statistic": t.statistic,
+        "method": t.method, "alpha": t.alpha,
+        "columns": [dataclasses.asdict(h) for h in t.headings], "rows": records(t),
+    }, indent=1) + "\n"
 
 
-def render(comparison: Comparison, fmt: str) -> str:
-    """The comparison in one of :data:`FORMATS`."""
+def render(t: Table | Comparison, fmt: str) -> str:
+    """The table in one of :data:`FORMATS`."""
     renderers = {"grid": grid, "markdown": markdown, "csv": csv_text, "json": json_text}
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r} (use {', '.join(FORMATS)})")
-    return renderers[fmt](comparison)
+    return renderers[fmt](t)
 
 
 def dd_size(nbytes: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -40,13 +41,30 @@ def test_grid_orders_folios_and_marks_noise(runs: tuple[Path, Path],
                                             capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = compare(capsys, *runs)
     assert (code, err) == (0, "")
-    assert out.splitlines()[3:8] == [
-        "| Eraseblock write (128 KiB)   |   4K  |  28.00 |   17.20 | -38.6%    |",
-        "|                              |  16K  |  28.00 |   17.20 | -38.6%    |",
-        "+------------------------------+-------+--------+---------+-----------+",
-        "| Page read (512 B)            |   4K  |  76.00 |   76.10 |  +0.1% ns |",
-        "+------------------------------+-------+--------+---------+-----------+",
+    assert out.splitlines()[1:8] == [
+        "| Test                         | Folio |   Base (ms) | Patched (ms) |    Change |",
+        "+------------------------------+-------+-------------+--------------+-----------+",
+        "| Eraseblock write (128 KiB)   |   4K  | 28.00 ±2.00 |  17.20 ±0.20 | -38.6%    |",
+        "|                              |  16K  | 28.00 ±2.00 |  17.20 ±0.20 | -38.6%    |",
+        "+------------------------------+-------+-------------+--------------+-----------+",
+        "| Page read (512 B)            |   4K  | 76.00 ±1.00 |  76.10 ±0.80 |  +0.1% ns |",
+        "+------------------------------+-------+-------------+--------------+-----------+",
     ]
+    assert out.splitlines()[-1] == ("ns: not significant (two-sided Mann-Whitney U, p >= 0.05);"
+                                    " cells: median ±IQR of the samples; change of the median")
+
+
+def test_columns_option_chooses_the_figures(runs: tuple[Path, Path],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = compare(capsys, *runs, "--columns", "min,median,mad")
+    assert code == 0
+    assert out.splitlines()[6] == (
+        "| Page read (512 B)            |   4K  | 75.00/76.00 ±0.50 | 74.90/76.10 ±0.50 |"
+        "  +0.1% ns |")
+    code, out, _ = compare(capsys, *runs, "--columns", "median", "--statistic", "min")
+    assert out.splitlines()[3] == (
+        "| Eraseblock write (128 KiB)   |   4K  |     28.00 |        17.20 | -34.6%    |")
+    assert out.splitlines()[-1].endswith("; cells: median of the samples; change of the min")
 
 
 def test_rows_and_counters(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,11 +72,15 @@ def test_rows_and_counters(runs: tuple[Path, Path], capsys: pytest.CaptureFixtur
                            "--counter", "compound_head")
     assert code == 0
     lines = out.splitlines()
-    assert lines[3].startswith("| Page read                    |   4K  |  76.00 |")
+    assert lines[3].startswith("| Page read                    |   4K  | 76.00 ±1.00 |")
     assert "compound_head per pass:" in lines
     start = lines.index("compound_head per pass:")
+    assert lines[start + 2] == (
+        "| Test                         | Folio | Base (per pass) | Patched (per pass) |"
+        "  Change |")
     assert lines[start + 4] == (
-        "| Page read                    |   4K  |    128 |       0 | -100.0% |")
+        "| Page read                    |   4K  |             128 |                  0 |"
+        " -100.0% |")
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
@@ -68,14 +90,18 @@ def test_other_formats(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     assert code == 0
     if fmt == "json":
         rows = json.loads(out)["rows"]
-        assert [(r["test"], r["folio"], r["significant"]) for r in rows] == [
-            ("Eraseblock write (128 KiB)", "4K", True),
-            ("Eraseblock write (128 KiB)", "16K", True),
-            ("Page read (512 B)", "4K", False)]
+        assert [(r["test"], r["params"], r["column"], r["significant"]) for r in rows] == [
+            ("Eraseblock write (128 KiB)", "folio=4K", "Base", None),
+            ("Eraseblock write (128 KiB)", "folio=4K", "Patched", True),
+            ("Eraseblock write (128 KiB)", "folio=16K", "Base", None),
+            ("Eraseblock write (128 KiB)", "folio=16K", "Patched", True),
+            ("Page read (512 B)", "folio=4K", "Base", None),
+            ("Page read (512 B)", "folio=4K", "Patched", False)]
     elif fmt == "csv":
-        assert out.splitlines()[1].startswith("mtd_speedtest,Eraseblock write (128 KiB),4K,ms,")
+        assert out.splitlines()[1].startswith(
+            "mtd_speedtest,Eraseblock write (128 KiB),folio=4K,4096,ms,Base,0,")
     else:
-        assert "| Page read (512 B) | 4K | 76.00 | 76.10 | +0.1% ns |" in out
+        assert "| Page read (512 B) | 4K | 76.00 ±1.00 | 76.10 ±0.80 | +0.1% ns |" in out
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -91,6 +117,8 @@ def test_other_formats(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     (["compare", "{d}/base.json", "{d}/patched.json", "--counter", "compound_head",
       "--format", "csv"], "--counter prints extra tables: use --format grid or markdown"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["compare", "{d}/base.json", "{d}/patched.json", "--columns", "median,p99"],
+     "argument --columns: 'median,p99': choose from min, median, mean, max, iqr, mad"),
     (["bandwidth", "{d}/base.json"], "no item with a block size and a bandwidth"),
 ])
 def test_bad_input_is_one_line_and_exit_2(runs: tuple[Path, Path], args: list[str],
@@ -161,7 +189,7 @@ def test_normalise_scales_patched_to_the_base_machine(
     # twice the memcpy bandwidth: half the time is what the base machine would take too
     code, out, _ = compare(capsys, tmp_path / "b.json", tmp_path / "p.json", "--normalise")
     assert code == 0
-    assert "| Write                        |   4K  |  10.00 |   10.00 | +0.0% ns |" in out
+    assert "| Write                        |   4K  | 10.00 ±0.00 |  10.00 ±0.00 | +0.0% ns |" in out
     patched.machine = {}
     save_run(patched, tmp_path / "p.json")
     code, out, err = compare(capsys, tmp_path / "b.json", tmp_path / "p.json", "--normalise")
@@ -191,3 +219,70 @@ def test_one_run_of_one_target_is_refused_in_one_line(
     code, out, err = compare(capsys, runs[0])
     assert code == 2 and out == "" and len(err.splitlines()) == 1
     assert "1 targets; one run compares when it holds two" in err
+
+
+def test_list_prints_one_line_per_saved_run(tmp_path: Path, make_run: RunFactory,
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_folio.timing.autosave import autosave
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["list"]) == 0
+    assert capsys.readouterr().out == "no saved runs in .folio (save one with --folio-autosave)\n"
+    storage = tmp_path / ".folio"
+    run = make_run([("Write", "4K", [1.0, 2.0]), ("Write", "16K", [1.0]), ("Read", "4K", [1.0])])
+    run.created = "2026-11-29T21:30:25+00:00"
+    run.meta = {"git": {"commit": "1a2b3c4d5e6f", "dirty": True}}
+    autosave(run, storage)
+    partial = make_run([("Write", "4K", [1.0])])
+    partial.complete, partial.created = False, "2026-11-30T08:00:00+00:00"
+    save_run(partial, storage / "base.json")
+    (storage / "zz.json").write_text("{")
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in lines] == [
+        ["#", "name", "created", "items", "git", "state"],
+        ["1", "1a2b3c4d-dirty", "2026-11-29", "21:30", "2", "items,", "3", "measurements",
+         "1a2b3c4d+dirty", "complete"],
+        [".folio/base.json", "2026-11-30", "08:00", "1", "items,", "1", "measurements", "-",
+         "partial"],
+        [".folio/zz.json", "unreadable:", ".folio/zz.json:", "truncated", "or", "corrupt",
+         "timing", "file", "(invalid", "JSON", "at", "line", "1,", "column", "2)"]]
+    assert lines[0].index("created") == lines[1].index("2026") == lines[2].index("2026")
+
+
+def test_plot_gives_fourteen_items_fourteen_styles(tmp_path: Path, make_run: RunFactory,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_folio.timing.plot import item_styles
+
+    styles = item_styles(14)
+    assert len(set(styles)) == 14
+    assert all(a[0] != b[0] and a[1] != b[1] for a, b in itertools.pairwise(styles))
+    pytest.importorskip("matplotlib")
+    names = [f"item {k}" for k in range(14)]
+    for i, name in enumerate(("a", "b", "c")):
+        save_run(make_run([(n, f, [1.0 + i + k]) for k, n in enumerate(names)
+                           for f in ("4K", "16K")]), tmp_path / f"{name}.json")
+    code, _, err = compare(capsys, *(tmp_path / f"{n}.json" for n in "abc"),
+                           "--plot", tmp_path / "p.png")
+    assert (code, err) == (0, "")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_renamed_modules_and_renderers_still_work_with_a_warning() -> None:
+    import importlib
+
+    from pytest_folio.timing import columns, table
+    for old, new in (("machine", "hostinfo"), ("stats", "statistics")):
+        sys.modules.pop(f"pytest_folio.timing.{old}", None)
+        with pytest.deprecated_call(match=f"renamed pytest_folio.timing.{new}"):
+            module = importlib.import_module(f"pytest_folio.timing.{old}")
+        assert all(getattr(module, n) is getattr(importlib.import_module(
+            f"pytest_folio.timing.{new}"), n) for n in module.__all__)
+    with pytest.deprecated_call(match="now pytest_folio.timing.table.grid"):
+        assert columns.grid is table.grid
+    with pytest.deprecated_call(match="now pytest_folio.timing.table.render"):
+        render = columns.render
+    run = TimingRun(records=[Record(suite="s", name="n", unit="ms", samples=[1.0])])
+    t = columns.build(columns.one_run_columns("r", run))
+    assert render(t, "grid", seed_grid=False) == table.render(t, "grid")

@@ -134,8 +134,8 @@ def test_compare_prints_grid_and_fails_only_on_significant_regression(
                              "(13 measurements, 20*, host *)"])
     ok.stdout.re_match_lines([
         r".*folio timings: base.json \(base\) against this run.*",
-        r"\| Test {25}\| Folio   \|   Base \| Patched \| +Change \|",
-        r"\| fixed \[ms\] {19}\| 4K,i=0  \|  10.20 \|   10.20 \| +\+0.0% ns \|",
+        r"\| Test {25}\| Params +\| +Base \| +Patched \| +Change \|",
+        r"\| fixed \[ms\] {19}\| folio=4K,i=0  \| 10.20 ±0.20 \| 10.20 ±0.20 \| +\+0.0% ns \|",
         r"ns: not significant \(two-sided Mann-Whitney U, p >= 0.05\)",
     ])
     assert "folio: regression" not in ok.stdout.str()
@@ -144,7 +144,7 @@ def test_compare_prints_grid_and_fails_only_on_significant_regression(
                           "--folio-compare-fail=20")
     assert bad.ret == pytest.ExitCode.TESTS_FAILED
     bad.stdout.re_match_lines([
-        r"\| fixed \[ms\] +\| 4K,i=0  \|  10.20 \|   15.30 \| +\+50.0% \|",
+        r"\| fixed \[ms\] +\| folio=4K,i=0  \| 10.20 ±0.20 \| 15.30 ±0.30 \| +\+50.0% \|",
         r"folio: regression: fixed 4K,i=0: \+50.0% worse \(limit 20%, p=0.00794\)"])
     assert bad.stdout.str().count("folio: regression:") == 6
     # above the limit nothing fails
@@ -249,6 +249,6 @@ def test_untestable_regression_warns_but_does_not_fail(
     result = pytester.runpytest("--folio-compare=base.json", "--folio-compare-fail=10")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
-        "| single                       |       |  10.00 |   15.00 |  +50.0% |",
+        "| single                       |       |     10.00 |        15.00 |  +50.0% |",
         "folio: untested: single: +50.0% worse, but 1 against 1 samples cannot be told "
         "from noise (not failing; time more passes)"])

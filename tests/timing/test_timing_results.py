@@ -41,13 +41,13 @@ def test_every_run_with_measurements_ends_with_its_table(pytester: pytest.Pytest
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([
         "*- folio timings -*",
-        "+------------------------------+-------+----------+",
-        "| Test                         | Folio | this run |",
-        "+------------------------------+-------+----------+",
-        "| fixed                        |   4K  |    10.20 |",
-        "|                              |  16K  |    10.20 |",
-        "+------------------------------+-------+----------+",
-        "values are the median of the samples",
+        "+------------------------------+-------+---------------+",
+        "| Test                         | Folio | this run (ms) |",
+        "+------------------------------+-------+---------------+",
+        "| fixed                        |   4K  |   10.20 ±0.20 |",
+        "|                              |  16K  |   10.20 ±0.20 |",
+        "+------------------------------+-------+---------------+",
+        "cells: median ±IQR of the samples",
         "*4 passed*"])
 
 
@@ -55,11 +55,32 @@ def test_minus_q_drops_the_title_and_minus_qq_leaves_one_line(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     quiet = pytester.runpytest("--folio-orders=0", "-q").stdout.str()
-    assert "| fixed                        |   4K  |    10.20 |" in quiet
+    assert "| fixed                        |   4K  |   10.20 ±0.20 |" in quiet
     assert "folio timings" not in quiet
     very = pytester.runpytest("--folio-orders=0", "-qq").stdout.str()
     assert "|" not in very
     assert "folio: 2 measurements of 1 items" in very
+
+
+def test_folio_columns_option_and_ini_key_choose_the_figures(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest("--folio-orders=0", "--folio-columns=min,median,mad,n")
+    result.stdout.fnmatch_lines([
+        "| Test                         | Folio |          this run (ms) |",
+        "*",
+        "| fixed                        |   4K  | 10.00/10.20 ±0.10 n=10 |",
+        "*",
+        "cells: min/median ±MAD n of the samples"])
+    pytester.makeini("[pytest]\nfolio_columns = max\n")
+    result = pytester.runpytest("--folio-orders=0")
+    result.stdout.fnmatch_lines(["| fixed                        |   4K  |         10.40 |",
+                                 "*", "cells: max of the samples"])
+    bad = pytester.runpytest("--folio-orders=0", "--folio-columns=median,p99")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert bad.stderr.lines == [
+        "ERROR: --folio-columns: 'median,p99': choose from min, median, mean, max, iqr, mad, "
+        "stdev, n (comma-separated, e.g. min,median,iqr)", ""]
 
 
 def test_a_run_without_measurements_prints_no_table(pytester: pytest.Pytester) -> None:
@@ -80,11 +101,10 @@ def test_one_column_per_target_when_items_share_them(pytester: pytest.Pytester) 
     """)
     result = pytester.runpytest()
     result.stdout.fnmatch_lines([
-        "| Test                         | Folio |  page | folio | Change |",
+        "| Test                         | Folio | page (ms) | folio (ms) |  Change |",
         "*",
-        "| erase                        |   4K  | 20.00 | 10.00 | -50.0% |",
-        "*",
-        "values are the median of the samples; changes against page"])
+        "| erase                        |   4K  |     20.00 |      10.00 |  -50.0% |",
+        "*"])
 
 
 def test_the_speed_suite_prints_nothing_around_the_progress_line(
@@ -121,13 +141,14 @@ def test_show_prints_when_where_and_the_table(tmp_path: Path,
     assert (code, err) == (0, "")
     assert out.splitlines()[0].startswith("base: ")
     assert "commit aaaaaaaaaaaa (dirty), pytest-folio 0.1.0" in out.splitlines()[0]
-    assert out.splitlines()[1:7] == [
-        "+------------------------------+-------+--------------------+",
-        "| Test                         | Folio | reference:api=page |",
-        "+------------------------------+-------+--------------------+",
-        "| Erase                        |   4K  |               9.02 |",
-        "|                              |  16K  |               5.02 |",
-        "+------------------------------+-------+--------------------+"]
+    assert out.splitlines()[1:8] == [
+        "+------------------------------+-------+-------------------------+",
+        "| Test                         | Folio | reference:api=page (ms) |",
+        "+------------------------------+-------+-------------------------+",
+        "| Erase                        |   4K  |              9.02 ±0.02 |",
+        "|                              |  16K  |              5.02 ±0.02 |",
+        "+------------------------------+-------+-------------------------+",
+        "cells: median ±IQR of the samples"]
 
 
 def test_block_sizes_sort_by_size_not_text(tmp_path: Path,
@@ -135,8 +156,11 @@ def test_block_sizes_sort_by_size_not_text(tmp_path: Path,
     save_run(_run([("write", f"bs={s}", 1.0) for s in ("128K", "16K", "2M", "4K")]),
              tmp_path / "r.json")
     _, out, _ = cli(capsys, "show", tmp_path / "r.json", "--format", "csv")
-    assert [line.split(",")[3] for line in out.splitlines()[1:]] == [
-        "bs=4K", "bs=16K", "bs=128K", "bs=2M"]
+    assert [line.split(",")[2:4] for line in out.splitlines()[1:]] == [
+        ["bs=4K", "4096"], ["bs=16K", "16384"], ["bs=128K", "131072"], ["bs=2M", "2097152"]]
+    _, out, _ = cli(capsys, "show", tmp_path / "r.json", "--columns", "median")
+    assert [line[32:39] for line in out.splitlines()[2:8]] == [
+        " bs    ", "-------", "   4K  ", "  16K  ", " 128K  ", "   2M  "]
 
 
 def test_plot_draws_block_size_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -159,12 +183,17 @@ def test_compare_three_runs_gives_a_column_each_with_change_against_the_first(
                                             ("base", "p1", "p2")))
     assert code == 0
     assert out.splitlines() == [
-        "+------------------------------+-------+-------+------+--------+-------+--------+",
-        "| Test                         | Folio |  base |   p1 | Change |    p2 | Change |",
-        "+------------------------------+-------+-------+------+--------+-------+--------+",
-        "| Erase                        |   4K  | 10.02 | 5.02 | -49.9% | 20.02 | +99.8% |",
-        "+------------------------------+-------+-------+------+--------+-------+--------+",
-        "values are the median of the samples; changes against base"]
+        "+------------------------------+-------+-------------+------------+---------+"
+        "-------------+---------+",
+        "| Test                         | Folio |   base (ms) |    p1 (ms) |  Change |"
+        "     p2 (ms) |  Change |",
+        "+------------------------------+-------+-------------+------------+---------+"
+        "-------------+---------+",
+        "| Erase                        |   4K  | 10.02 ±0.02 | 5.02 ±0.02 |  -49.9% |"
+        " 20.02 ±0.02 |  +99.8% |",
+        "+------------------------------+-------+-------------+------------+---------+"
+        "-------------+---------+",
+        "cells: median ±IQR of the samples; change of the median, against base"]
 
 
 def test_runs_of_one_folio_size_each_merge_into_the_seed_grid(
@@ -176,16 +205,16 @@ def test_runs_of_one_folio_size_each_merge_into_the_seed_grid(
         for size in ("64K", "4K", "16K"):
             files.append(tmp_path / f"{side}-{size}.json")
             save_run(_run([("Eraseblock read (128 KiB)", size, v)], target), files[-1])
-    code, out, _ = cli(capsys, "compare", *files)
+    code, out, _ = cli(capsys, "compare", *files, "--columns", "median")
     assert code == 0
     assert out.splitlines() == [
-        "+------------------------------+-------+--------+---------+---------+",
-        "| Test                         | Folio |   Base | Patched |  Change |",
-        "+------------------------------+-------+--------+---------+---------+",
-        "| Eraseblock read (128 KiB)    |   4K  |  20.02 |   14.02 |  -30.0% |",
-        "|                              |  16K  |  20.02 |   14.02 |  -30.0% |",
-        "|                              |  64K  |  20.02 |   14.02 |  -30.0% |",
-        "+------------------------------+-------+--------+---------+---------+"]
+        "+------------------------------+-------+-----------+--------------+---------+",
+        "| Test                         | Folio | Base (ms) | Patched (ms) |  Change |",
+        "+------------------------------+-------+-----------+--------------+---------+",
+        "| Eraseblock read (128 KiB)    |   4K  |     20.02 |        14.02 |  -30.0% |",
+        "|                              |  16K  |     20.02 |        14.02 |  -30.0% |",
+        "|                              |  64K  |     20.02 |        14.02 |  -30.0% |",
+        "+------------------------------+-------+-----------+--------------+---------+"]
 
 
 # -- metadata and doubtful comparisons ----------------------------------------------------
@@ -270,7 +299,7 @@ def test_autosave_numbers_runs_and_compare_takes_numbers_and_names(
     second = pytester.runpytest("--folio-orders=0", "--folio-autosave",
                                 "--folio-compare=1")
     second.stdout.fnmatch_lines(["folio timing: *comparing against *0001_*.json*",
-                                 "*Base | Patched*",
+                                 "*Base (ms) | Patched (ms)*",
                                  "folio: saved 2 measurements to *.folio/0002_*.json"])
     saved = sorted(p.name for p in (pytester.path / ".folio").iterdir())
     assert [name[:5] for name in saved] == ["0001_", "0002_"]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_folio.timing.stats import (
+from pytest_folio.timing.statistics import (
     can_reach,
     mann_whitney_u,
     significance,

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_folio.timing import machine
-from pytest_folio.timing.machine import machine_facts, memcpy_bandwidth, xdist_worker_count
+from pytest_folio.timing import hostinfo
+from pytest_folio.timing.hostinfo import machine_facts, memcpy_bandwidth, xdist_worker_count
 
 
 @pytest.mark.parametrize(("option", "workerinput", "count"), [
@@ -29,7 +29,7 @@ def test_bandwidth_is_the_bytes_over_the_fastest_rounds_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # three rounds of 1 MiB taking 200, 100 and 400 us: the best is 100 us, 10.49 GB/s
     clock = iter([0.0, 0.0002, 1.0, 1.0001, 2.0, 2.0004])
-    monkeypatch.setattr(machine.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(hostinfo.time, "perf_counter", lambda: next(clock))
     assert memcpy_bandwidth(1 << 20, rounds=3) == 10.49
 
 
