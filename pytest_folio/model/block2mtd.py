@@ -35,7 +35,7 @@ from itertools import compress, cycle, islice, repeat
 from operator import and_, attrgetter, getitem, not_
 from typing import cast
 
-from pytest_folio.model.blockdev import BlockDevice
+from pytest_folio.model.blockdev import TORN_WRITEBACK, BlockDevice
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.folio import (
     Folio,
@@ -119,13 +119,16 @@ class Block2MTD:
     oobsize = 0
 
     def __init__(self, bdev: BlockDevice, erasesize: int, api: str = "folio",
-                 retry: bool = True, name: str | None = None) -> None:
+                 retry: bool = True, name: str | None = None, torn: str = "prefix") -> None:
         if api not in APIS:
             raise ValueError(f"block2mtd api must be one of {', '.join(APIS)}, not {api!r}")
         if not isinstance(erasesize, int) or erasesize <= 0 or bdev.size % erasesize:
             raise ValueError(f"erasesize {erasesize!r} must be a divisor of the device size "
                              f"{bdev.size} (block2mtd: \"erasesize must be a divisor of "
                              "device size\")")
+        if torn not in TORN_WRITEBACK:
+            raise ValueError(f"block2mtd torn must be one of {', '.join(TORN_WRITEBACK)}, "
+                             f"not {torn!r}")
         self.bdev = bdev
         self.mapping = bdev.bd_mapping
         self.stats = Block2MTDStats(bdev.stats)
@@ -139,6 +142,8 @@ class Block2MTD:
         # the window in which invalidate_bdev() can drop it.
         self.before_lock: Callable[[Folio], None] | None = None
         self.per_page = api == "page"
+        self.torn = torn            # what a power cut does to the folio under writeback
+        self.power_cuts = 0
 
     @property
     def folio_order(self) -> int:
@@ -213,6 +218,19 @@ class Block2MTD:
         page cache (kill_bdev), so everything is read back from the store."""
         self.sync()
         self.bdev.invalidate_bdev()
+
+    def power_cut(self) -> None:
+        """The machine loses power and block2mtd is loaded again on the same disk: what
+        was written back stays, the rest of the page cache is lost, and the folio under
+        writeback lands as ``torn`` says (see ``BlockDevice.power_cut``)."""
+        self.bdev.power_cut(self.torn, self.power_cuts)
+        self.power_cuts += 1
+
+    @property
+    def power_cut_unit(self) -> int:
+        """What a cut lands whole or not at all: a folio, unless its writeback tears
+        (``torn="prefix"``), then a page."""
+        return PAGE_SIZE if self.torn == "prefix" else PAGE_SIZE << self.folio_order
 
     def close(self) -> None:
         """As module exit: block2mtd_sync(), then let go of the block device."""
@@ -490,10 +508,10 @@ class Block2MTD:
 
 def make_reference_block2mtd(*, size: int, erasesize: int, folio_order: int,
                              api: str = "folio", retry: bool = True,
-                             read_only: bool = False) -> Block2MTD:
+                             read_only: bool = False, torn: str = "prefix") -> Block2MTD:
     """The bundled reference device: block2mtd on an in-memory block device whose logical
     block size is the folio size, so its page cache holds folios of ``folio_order``
     (``read_only``: on a read-only block device, so without MTD_WRITEABLE)."""
     bdev = BlockDevice(size, logical_block_size=PAGE_SIZE << folio_order,
                        name=f"ram-{PAGE_SIZE << folio_order >> 10}k", read_only=read_only)
-    return Block2MTD(bdev, erasesize, api=api, retry=retry)
+    return Block2MTD(bdev, erasesize, api=api, retry=retry, torn=torn)

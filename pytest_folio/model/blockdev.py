@@ -11,16 +11,28 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import random
 import stat
 from types import TracebackType
 
-from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
+from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import Folio
 from pytest_folio.model.memory import PhysicalMemory, discard_pages
+from pytest_folio.model.page_writeback import (
+    folio_clear_dirty_for_io,
+    folio_end_writeback,
+    folio_start_writeback,
+    writeback_folio,
+)
 from pytest_folio.model.stats import Stats
+from pytest_folio.model.truncate import truncate_inode_pages
 from pytest_folio.sizes import blocksize_order, format_size, is_power_of_two
 
+# What a power cut does to the folio under writeback: its first pages reach the store,
+# any number of them (a large folio's bio is done sector by sector, in no promised
+# order; the model keeps to prefixes), all of them, or none.
+TORN_WRITEBACK = ("prefix", "whole", "none")
 MIN_LOGICAL_BLOCK_SIZE = 512
 MAX_LOGICAL_BLOCK_SIZE = PAGE_SIZE << MAX_PAGECACHE_ORDER
 _HUGE = PAGE_SIZE << MAX_PAGECACHE_ORDER
@@ -55,6 +67,13 @@ class BlockDeviceOperations:
         if bdev.read_only:
             raise OSError(errno.EROFS, f"block device {bdev.name} is read-only")
         n = max(0, min(folio.size, bdev.size - folio.pos))
+        bdev._write_from(folio.data[:n], folio.pos)
+
+    def write_pages_torn(self, folio: Folio, nr_pages: int) -> None:
+        """The part of a folio's write the device had done when the power failed: its
+        first ``nr_pages`` pages."""
+        bdev = self.bdev
+        n = max(0, min(nr_pages << PAGE_SHIFT, bdev.size - folio.pos))
         bdev._write_from(folio.data[:n], folio.pos)
 
 
@@ -183,6 +202,36 @@ class BlockDevice:
         self.bd_mapping.filemap_write_and_wait()
         if self._fd >= 0 and not self.read_only:
             os.fsync(self._fd)
+
+    def power_cut(self, torn: str = "prefix", cut: int = 0) -> None:
+        """The power fails and the device is attached again: every folio of the page
+        cache is gone without writeback (what a reboot reads is the store), except what
+        the flusher had got onto the store before the cut. Background writeback may
+        have been at any dirty folio: of the dirty folios in index order, the first
+        ``k`` were written back whole and the next one was under writeback at the cut,
+        and lands as ``torn`` says (:data:`TORN_WRITEBACK`): a prefix of its pages, whole,
+        or not at all. ``k`` and the prefix are drawn from ``cut`` (the cut's number), so
+        a run of cuts sees every mix and the same run sees the same ones."""
+        if torn not in TORN_WRITEBACK:
+            raise ValueError(f"torn writeback must be one of {', '.join(TORN_WRITEBACK)}, "
+                             f"not {torn!r}")
+        mapping = self.bd_mapping
+        ops = BlockDeviceOperations(self)
+        dirty = [folio for folio in mapping.folios() if folio.dirty]
+        rng = random.Random(cut)
+        flushed = rng.randrange(len(dirty) + 1)
+        if not self.read_only:
+            for folio in dirty[:flushed]:
+                writeback_folio(mapping, folio, ops.writepage)
+            if flushed < len(dirty):
+                folio = dirty[flushed]
+                landed = {"whole": folio.nr_pages, "none": 0}.get(
+                    torn, rng.randrange(folio.nr_pages + 1))
+                folio_clear_dirty_for_io(folio)
+                folio_start_writeback(folio)
+                ops.write_pages_torn(folio, landed)    # and then the power is gone
+                folio_end_writeback(folio)
+        truncate_inode_pages(mapping, 0)              # dirty or not: the memory is gone
 
     def bdev_read_only(self) -> bool:
         return self.read_only

@@ -1,7 +1,8 @@
 """``--folio-mtd``: turn the user's spec into MTD devices for the suites.
 
-``reference[:api=folio|page,retry=on|off]`` is the bundled block2mtd at the test's folio
-order; a path is a real ``/dev/mtdN`` (a size map, ``4K=/dev/mtd0,16K=/dev/mtd1``, one per
+``reference[:api=folio|page,retry=on|off,torn=prefix|whole|none]`` is the bundled
+block2mtd at the test's folio order (``torn``: what a power cut does to the folio under
+writeback); a path is a real ``/dev/mtdN`` (a size map, ``4K=/dev/mtd0,16K=/dev/mtd1``, one per
 folio size); ``package.module:factory`` and entry-point names are the user's own devices.
 The spec is resolved once per run (bad input raises :class:`~.spec.TargetError`, which the
 plugin turns into a usage error); every test then opens a fresh device from the resolved
@@ -17,6 +18,7 @@ from typing import ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
+from pytest_folio.model.blockdev import TORN_WRITEBACK
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.base import Knob, Target
 from pytest_folio.targets.mtdchar import open_mtd_char
@@ -42,6 +44,7 @@ class MTDTarget(Target[MTDDevice]):
     KNOBS: ClassVar[tuple[Knob, ...]] = (
         Knob("api", APIS, APIS[0]),
         Knob("retry", ("on", "off"), "on", parse=lambda value: value == "on"),
+        Knob("torn", TORN_WRITEBACK),       # not in labels unless given (model: prefix)
     )
 
     @contextmanager

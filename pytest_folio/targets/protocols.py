@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.uapi import (  # noqa: F401  (re-exported: the protocol's vocabulary)
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -273,6 +274,25 @@ class Reopenable(Protocol):
 
 
 @runtime_checkable
+class PowerCut(Protocol):
+    """``power_cut()``: the power fails and the device or file system is attached again.
+    Everything not yet on its backing store is gone (what was synced, fsync'd or written
+    back stays), open files are closed, and the object is usable afterwards, as after a
+    reboot (the power-cut suites, ``-k power``, need it)."""
+
+    def power_cut(self) -> None: ...
+
+
+@runtime_checkable
+class PowerCutUnit(Protocol):
+    """``power_cut_unit``: the aligned bytes (a power of two, a page or more) that a power
+    cut leaves all old or all new, never mixed (a folio, when the target writes each folio
+    back as one unit). Without it, the power-cut suites promise a page."""
+
+    power_cut_unit: int
+
+
+@runtime_checkable
 class Unmountable(Protocol):
     """``umount()``: called after each test on a factory's file system."""
 
@@ -282,6 +302,12 @@ class Unmountable(Protocol):
 def is_real_device(dev: object) -> bool:
     """Whether ``dev`` says it is real hardware (the reference and factories do not)."""
     return isinstance(dev, RealDevice) and bool(dev.is_real_device)
+
+
+def power_cut_unit(obj: object) -> int:
+    """What a power cut of ``obj`` leaves all old or all new: its own promise
+    (:class:`PowerCutUnit`), else a page."""
+    return int(obj.power_cut_unit) if isinstance(obj, PowerCutUnit) else PAGE_SIZE
 
 
 def protocol_members(protocol: type) -> tuple[str, ...]:
