@@ -30,7 +30,7 @@ class Op:
     seed: int = 0
 
     def __str__(self) -> str:
-        if self.kind in ("sync", "reopen"):
+        if self.kind in ("sync", "reopen", "cut"):     # cut: in a power-cut run
             return self.kind
         text = f"{self.kind} {self.offset:#x} {self.length:#x}"
         if self.kind == "write":

@@ -23,6 +23,7 @@ skip on a device without MTD_WRITEABLE (the read-only check runs there instead).
 from pytest_folio.suites.mtd.base import destructive_allowed, require_destructive
 from pytest_folio.suites.mtd.block2mtd import Block2MTDChecks
 from pytest_folio.suites.mtd.fsx import MTDFsxSuite, MTDReadOnlySuite
+from pytest_folio.suites.mtd.powercut import MTDPowerCutSuite
 from pytest_folio.suites.mtd.runners import (
     MTDNandSuite,
     MTDReadSuite,
@@ -35,6 +36,7 @@ __all__ = [
     "Block2MTDChecks",
     "MTDFsxSuite",
     "MTDNandSuite",
+    "MTDPowerCutSuite",
     "MTDReadOnlySuite",
     "MTDReadSuite",
     "MTDSpeedSuite",
@@ -47,5 +49,5 @@ __all__ = [
 
 
 class MTDTests(MTDReadSuite, MTDSpeedSuite, MTDStressSuite, MTDTortureSuite, MTDNandSuite,
-               MTDFsxSuite, MTDReadOnlySuite):
+               MTDFsxSuite, MTDReadOnlySuite, MTDPowerCutSuite):
     """Every MTD suite; subclass it with your ``mtd_device`` fixture."""

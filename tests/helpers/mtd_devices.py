@@ -780,3 +780,173 @@ FOLIO_CACHE_BUGS: dict[str, type[FolioCacheMTD]] = {
     "readonly_refuses_only_at_writeback": ReadOnlyRefusesOnlyAtWriteback,
 }
 BROKEN.update(FOLIO_CACHE_BUGS)
+
+
+# ---- power cuts: bugs that only a power cut shows -----------------------------------
+
+
+class PowerCutMTD(FolioCacheMTD):
+    """FolioCacheMTD whose store survives a power cut and whose cache does not: a correct
+    device for the power-cut suites. It writes each folio back as one unit, and says so."""
+
+    def __init__(self, size: int = 2 << 20, erasesize: int = 64 << 10,
+                 folio_order: int = 2, cache_folios: int = 8, readonly: bool = False,
+                 **kwargs: object) -> None:
+        super().__init__(size=size, erasesize=erasesize, folio_order=folio_order,
+                         cache_folios=cache_folios, readonly=readonly)
+        self.name = "powercut"
+        self.power_cut_unit = self.folio_size
+
+    def settle(self) -> None:
+        """What a release does after the sync before the cache goes (nothing here)."""
+
+    def reopen(self) -> None:
+        self.sync()
+        self.settle()
+        self.cache.clear()
+
+    def close(self) -> None:
+        self.sync()
+        self.settle()
+        self.closed = True
+
+    def power_cut(self) -> None:
+        self.cache.clear()
+
+
+class SyncWithoutFlush(PowerCutMTD):
+    """Writeback goes to the disk's volatile write cache; sync forgets the flush that
+    makes it durable (a missing REQ_PREFLUSH). Reads, reopen and close see the data, a
+    power cut loses it."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)    # type: ignore[arg-type]
+        self.volatile: dict[int, bytes] = {}
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if folio.dirty:
+            self.volatile[index] = bytes(folio.data)
+            folio.dirty = False
+
+    def _read_folio(self, index: int) -> _Folio:
+        folio = super()._read_folio(index)
+        if index in self.volatile:
+            folio.data[:] = self.volatile[index]
+        return folio
+
+    def settle(self) -> None:
+        """The flush: the volatile write cache onto the store."""
+        for index, data in self.volatile.items():
+            self.store[index * self.folio_size:(index + 1) * self.folio_size] = data
+        self.volatile.clear()
+
+    def sync(self) -> None:
+        super().sync()                                         # bug: no self.settle()
+
+    def power_cut(self) -> None:
+        super().power_cut()
+        self.volatile.clear()
+
+
+class SyncWritesTheWrongPages(PowerCutMTD):
+    """Dirty state per page inside a large folio (as iomap's per-block state): sync
+    writes as many pages as are dirty, but counted from the folio's first page, not the
+    dirty ones. The pages it missed stay dirty and reach the store at eviction, reopen
+    or close, so only a power cut after a sync shows it."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)    # type: ignore[arg-type]
+        self.dirty_pages: dict[int, set[int]] = {}
+
+    def _mark(self, index: int, off: int, length: int) -> None:
+        self.dirty_pages.setdefault(index, set()).update(
+            range(off // PAGE_SIZE, (off + length - 1) // PAGE_SIZE + 1))
+
+    def _store_piece(self, index: int, off: int, piece: bytes) -> None:
+        super()._store_piece(index, off, piece)
+        self._mark(index, off, len(piece))
+
+    def _erase(self, offset: int, length: int) -> None:
+        super()._erase(offset, length)
+        for i, o, n in self._segments(offset, length):
+            self._mark(i, o, n)
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        super()._writeback(index, folio)
+        self.dirty_pages.pop(index, None)
+
+    def sync(self) -> None:
+        for index, folio in self.cache.items():
+            pages = self.dirty_pages.pop(index, set())
+            if not folio.dirty:
+                continue
+            if not pages:             # dirtied whole, without a read
+                self._writeback(index, folio)
+                continue
+            written = set(range(len(pages)))                   # bug: not sorted(pages)
+            for page in written:
+                start = index * self.folio_size + page * PAGE_SIZE
+                self.store[start:start + PAGE_SIZE] = folio.data[
+                    page * PAGE_SIZE:(page + 1) * PAGE_SIZE]
+            left = pages - written
+            if left:
+                self.dirty_pages[index] = left
+            folio.dirty = bool(left)
+
+    def settle(self) -> None:
+        """Release: every folio still dirty goes back whole."""
+        for index, folio in self.cache.items():
+            self._writeback(index, folio)
+
+
+class EraseQueuedPastSync(PowerCutMTD):
+    """Erase queues the erased pages (reads see 0xFF at once, the cached folios are
+    updated in place) and reports the erase done; writeback of a folio retires its
+    pages from the queue, reopen and close apply the rest, but sync forgets the queue:
+    an erase reported done and synced comes back undone after a power cut."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)    # type: ignore[arg-type]
+        self.erasing: set[int] = set()
+
+    def _read_folio(self, index: int) -> _Folio:
+        folio = super()._read_folio(index)
+        first = index * self.folio_size // PAGE_SIZE
+        for page in range(self.folio_size // PAGE_SIZE):
+            if first + page in self.erasing:
+                folio.data[page * PAGE_SIZE:(page + 1) * PAGE_SIZE] = FF * PAGE_SIZE
+        return folio
+
+    def _erase(self, offset: int, length: int) -> None:
+        self.erasing.update(range(offset // PAGE_SIZE, (offset + length) // PAGE_SIZE))
+        for i, o, n in self._segments(offset, length):
+            folio = self.cache.get(i)
+            if folio is not None:
+                folio.data[o:o + n] = FF * n
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if folio.dirty:
+            super()._writeback(index, folio)
+            first = index * self.folio_size // PAGE_SIZE
+            self.erasing.difference_update(range(first, first + self.folio_size // PAGE_SIZE))
+
+    def settle(self) -> None:
+        """The queued erases onto the store."""
+        for page in self.erasing:
+            self.store[page * PAGE_SIZE:(page + 1) * PAGE_SIZE] = FF * PAGE_SIZE
+        self.erasing.clear()
+
+    def sync(self) -> None:
+        super().sync()                                         # bug: no self.settle()
+
+    def power_cut(self) -> None:
+        super().power_cut()
+        self.erasing.clear()
+
+
+POWER_CUT_BUGS: dict[str, type[PowerCutMTD]] = {
+    "sync_without_flush": SyncWithoutFlush,
+    "sync_writes_the_wrong_pages": SyncWritesTheWrongPages,
+    "erase_queued_past_sync": EraseQueuedPastSync,
+}
+BROKEN.update(POWER_CUT_BUGS)

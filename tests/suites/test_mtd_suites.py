@@ -17,6 +17,10 @@ from pytest_folio.params import MTDParam, default_erasesizes
 from tests.helpers import CHECKOUT, run_result, subprocess_env
 from tests.helpers.mtd_devices import BROKEN
 
+POWER_CUT_TESTS = {
+    'test_power_cut_after_every_sync_keeps_what_was_synced',
+    'test_power_cut_between_writes_reads_old_or_new',
+    'test_power_cut_after_erases_leaves_each_erase_done_or_not'}
 # Which default tests must fail for each bug class (and no others).
 CAUGHT_BY = {
     'erase_fills_zero': {'test_mtd_fsx', 'test_stress', 'test_torture'},
@@ -73,12 +77,16 @@ CAUGHT_BY = {
     'readonly_still_erases': {'test_readonly_device_refuses_every_write_and_erase'},
     'readonly_refuses_only_at_writeback': {
         'test_readonly_device_refuses_every_write_and_erase'},
+    # crash-only: caught by the power-cut suites and by nothing else
+    'sync_without_flush': POWER_CUT_TESTS,
+    'sync_writes_the_wrong_pages': {'test_power_cut_after_every_sync_keeps_what_was_synced'},
+    'erase_queued_past_sync': POWER_CUT_TESTS,
 }
 
 # Devices opened as --folio-mtd=tests.helpers.mtd_devices:NAME opens them, at each geometry
 # below; the others are one object each.
 FACTORIES = {**{bug: cls.__name__ for bug, cls in BROKEN.items()}, "ram": "RamMTD",
-             "cached": "CachedRamMTD", "foliocache": "FolioCacheMTD"}
+             "cached": "CachedRamMTD", "foliocache": "FolioCacheMTD", "powercut": "PowerCutMTD"}
 DEVICES = {
     "nand": "NandRamMTD()",
     "rom": "RamMTD(type=mtd_devices.MTD_ROM, flags=mtd_devices.MTD_CAP_ROM)",
@@ -93,6 +101,7 @@ TUNING = """
     stress_count = 600
     torture_cycles = 3
     speed_passes = 1
+    powercut_seed = 1
 """
 
 CLASS = """
@@ -185,7 +194,7 @@ def run_suites(directory: Path, devices: dict[str, str], *args: str,
 # The devices in a few groups, one inner run each: under xdist a worker runs only the
 # groups of the tests it was given (one run of every device on each worker doubled the
 # catalogue's cost). The correct devices share a group, whose output the tests read.
-CORRECT_GROUP = (*DEVICES, "ram", "cached", "foliocache")
+CORRECT_GROUP = (*DEVICES, "ram", "cached", "foliocache", "powercut")
 _BUGS = sorted(BROKEN)
 _PER_GROUP = -(-len(_BUGS) // 4)
 GROUPS = [CORRECT_GROUP, *(tuple(_BUGS[i:i + _PER_GROUP])
@@ -221,12 +230,14 @@ def test_each_broken_device_is_caught_by_the_default_suites(
     assert failed == CAUGHT_BY[bug], output[-3000:]
 
 
-@pytest.mark.parametrize("device", ["ram", "cached", "foliocache"])
+@pytest.mark.parametrize("device", ["ram", "cached", "foliocache", "powercut"])
 def test_correct_devices_pass_every_suite(catalogue: Catalogue, device: str) -> None:
     outcomes, output = catalogue(device)
-    # only FolioCacheMTD takes readonly=True; the others return writeable devices for it
-    readonly = "passed" if device == "foliocache" else "skipped"
-    assert outcomes[device] == {
+    # only FolioCacheMTD (and PowerCutMTD) take readonly=True; the others return
+    # writeable devices for it; only PowerCutMTD can lose power
+    readonly = "passed" if device in ("foliocache", "powercut") else "skipped"
+    power = "passed" if device == "powercut" else "skipped"
+    assert outcomes[device] == {**dict.fromkeys(POWER_CUT_TESTS, power),
         "test_read": "passed", "test_out_of_range_is_einval": "passed",
         "test_readonly_refuses_writes": "skipped", "test_speed": "passed",
         "test_stress": "passed", "test_torture": "passed", "test_pagetest": "skipped",
@@ -237,6 +248,7 @@ def test_correct_devices_pass_every_suite(catalogue: Catalogue, device: str) -> 
     assert "mtd_oobtest: this test requires NAND flash" in output
     assert ("tests.helpers.mtd_devices:RamMTD returned a writeable device for readonly=True"
             in output)
+    assert "ram cannot lose power here: it has no power_cut() (the PowerCut capability)" in output
 
 
 def test_the_catalogue_has_thirty_bugs_and_the_default_suites_catch_them_all() -> None:
@@ -323,8 +335,9 @@ def test_ready_to_run_suites_pass_on_the_example_user_device() -> None:
         cwd=example, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     # at 4K folios with 64K eraseblocks: fsx and its Hypothesis form at eb 4K and 64K;
-    # the NOR factory takes no readonly=, so the read-only checks skip
-    run_result(proc).assert_outcomes(passed=12, skipped=11)
+    # the NOR factory takes no readonly=, so the read-only checks skip, and it has no
+    # power_cut(), so the three power-cut tests skip
+    run_result(proc).assert_outcomes(passed=12, skipped=14)
     assert "block2mtd checks need the reference block2mtd" in proc.stdout
 
 
