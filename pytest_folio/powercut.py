@@ -1,5 +1,5 @@
 """What the power-cut suites share (the MTD runs in :mod:`.mtdtests.powercut`, the file
-runs in :mod:`.powercut_fs`): a failing run shrunk to the fewest operations before its
+runs in :mod:`.fsx.powercut`): a failing run shrunk to the fewest operations before its
 cut that still fail, and the report that shows it."""
 
 from __future__ import annotations

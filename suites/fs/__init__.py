@@ -28,12 +28,13 @@ from pytest_folio.suites.fs.differential import FsDifferential
 from pytest_folio.suites.fs.names import FsNames
 from pytest_folio.suites.fs.namespace import FsNamespace
 from pytest_folio.suites.fs.persistence import FsLargeFiles, FsPersistence
+from pytest_folio.suites.fs.powercut import FsPowerCut
 from pytest_folio.suites.fs.ranges import FsCopyRange, FsFallocate
 from pytest_folio.suites.fs.readwrite import FsOpenFlags, FsReadWrite
 
 __all__ = ["FsAccounting", "FsCopyRange", "FsDifferential", "FsFallocate", "FsLargeFiles",
-           "FsNames", "FsNamespace", "FsOpenFlags", "FsPersistence", "FsReadWrite", "FsSuite",
-           "pattern"]
+           "FsNames", "FsNamespace", "FsOpenFlags", "FsPersistence", "FsPowerCut", "FsReadWrite",
+           "FsSuite", "pattern"]
 
 
 class FsSuite(FsLargeFiles, FsPersistence, FsAccounting, FsFallocate, FsCopyRange,

@@ -11,15 +11,20 @@ import shlex
 
 import pytest
 
-from pytest_folio.suites.fs import FsNamespace
+from pytest_folio.suites.fs import FsNamespace, FsPowerCut
 from tests.helpers.fsx_broken import BUGS, CACHED_BUGS
+from tests.helpers.fsx_powercut import POWER_CUT_BUGS
 
 CATALOGUE = ([f"tests.helpers.fsx_broken:{bug.__name__}.factory" for bug in BUGS]
              + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
 # the wrappers' healthy base at one block size: CachedFS itself runs at all of them
 CORRECT = [("tests.helpers.fsx_cachedfs:CachedFS",),
            ("tests.helpers.fsx_broken:PassThrough.factory", "--folio-block-sizes=4k"),
-           ("tests.helpers.fsx_broken:WithoutDirectories.factory", "--folio-block-sizes=4k")]
+           ("tests.helpers.fsx_broken:WithoutDirectories.factory", "--folio-block-sizes=4k"),
+           ("tests.helpers.fsx_powercut:PowerCutFS",)]
+# bugs that only a power cut shows: every power-cut test catches them, no other test does
+CRASH_ONLY = [f"tests.helpers.fsx_powercut:{bug.__name__}" for bug in POWER_CUT_BUGS]
+POWER_CUT_TESTS = {name for name in dir(FsPowerCut) if name.startswith("test_")}
 # the namespace bugs escape every other test: each names the FsNamespace test that must
 # catch it (the first to fail, under -x)
 CAUGHT_BY = {
@@ -101,6 +106,24 @@ def test_each_bug_is_caught_by_the_default_suites_with_a_reproduction(
     catcher = CAUGHT_BY.get(spec.split(":")[1].removesuffix(".factory"))
     if catcher is not None:
         assert re.search(rf"FAILED \S*::{catcher}\[", out), out[-3000:]
+
+
+@pytest.mark.parametrize("spec", CRASH_ONLY, ids=[s.split(":")[1] for s in CRASH_ONLY])
+def test_each_crash_only_bug_is_caught_by_the_power_cut_suites_alone(
+        pytester: pytest.Pytester, spec: str) -> None:
+    result = default_suites(pytester, spec)
+    out = result.stdout.str()
+    failed = set(re.findall(r"FAILED \S*::(test_\w+)\[", out))
+    assert failed == POWER_CUT_TESTS, out[-3000:]
+    assert REPRODUCTION.search(out), out[-3000:]
+    assert "shrunk to" in out, out[-3000:]
+
+
+def test_a_file_system_without_power_cut_skips_the_power_cut_tests(
+        pytester: pytest.Pytester) -> None:
+    result = default_suites(pytester, "reference", "-k", "test_fs_powercut", "-rs")
+    result.assert_outcomes(skipped=3 * 3)      # three tests at three block sizes
+    result.stdout.fnmatch_lines(["*Ramfs cannot lose power here: it has no power_cut()*"])
 
 
 @pytest.mark.parametrize(("spec", "select"), [

@@ -1,0 +1,105 @@
+"""A file system that survives power cuts, and file systems whose only bug shows after
+one (``--folio-fs=tests.helpers.fsx_powercut:NAME``).
+
+:class:`PowerCutFS` is :class:`~fsx_cachedfs.CachedFS` with a disk under it: each file's
+blocks are on the disk once written back (by fsync, eviction or the last close); the
+directory and the sizes are on the disk as of the last commit, which every fsync makes
+(data first, then the metadata, as a journal in ordered mode does). A truncate that
+shrinks a file commits the new size at once, before its blocks are freed, and a file
+that loses its last name keeps its blocks until a commit says so, so a cut never finds
+a size without its data. :meth:`PowerCutFS.power_cut` keeps only the disk: the cache,
+the open files and every uncommitted name and size are gone; blocks past a file's size
+on the disk are freed and the rest of its last block zeroed, as recovery does.
+
+The broken ones change one method each (the line marked "bug:"); every other suite
+passes on them, since they differ only in what is on the disk at a cut.
+"""
+
+from __future__ import annotations
+
+from pytest_folio.model.constants import PAGE_SIZE
+from tests.helpers.fsx_cachedfs import CachedFS, Inode
+
+
+class PowerCutFS(CachedFS):
+    """CachedFS on a disk that keeps what was written back and committed."""
+
+    def __init__(self, blocksize: int = PAGE_SIZE, root: str | None = None,
+                 **kwargs: object) -> None:
+        super().__init__(blocksize, root, **kwargs)  # type: ignore[arg-type]
+        self.power_cut_unit = blocksize          # a folio is one block, written whole
+        self.disk_names: dict[str, Inode] = dict(self.names)
+        self.disk_size: dict[int, int] = {}
+
+    # -- the disk ----------------------------------------------------------------------
+    def commit(self, inode: Inode) -> None:
+        """A journal commit: the directory as it is now, and ``inode``'s size; files that
+        lost their last name since the last commit give their blocks back."""
+        self.disk_size[inode.ino] = inode.size
+        gone = set(self.disk_names.values()) - set(self.names.values())
+        self.disk_names = dict(self.names)
+        for old in gone:
+            self.iput(old)
+
+    def on_disk(self, inode: Inode) -> bool:
+        return any(i is inode for i in self.disk_names.values())
+
+    def iput(self, inode: Inode) -> None:
+        if not self.on_disk(inode):          # its blocks wait for the commit
+            super().iput(inode)
+
+    def truncate(self, inode: Inode, length: int) -> None:
+        if length < inode.size:              # the smaller size is on the disk first
+            self.disk_size[inode.ino] = min(self.disk_size.get(inode.ino, 0), length)
+        super().truncate(inode, length)
+
+    def fsync(self, fd: int) -> None:
+        super().fsync(fd)                    # the data, then the metadata
+        self.commit(self.file(fd).inode)
+
+    def power_cut(self) -> None:
+        """Only the disk is left (see the module docstring)."""
+        self.cache.clear()
+        self.fds.clear()
+        self.dcache.clear()
+        self.names = dict(self.disk_names)
+        bs = self.blocksize
+        for inode in self.names.values():
+            inode.opencount = 0
+            if inode.is_dir:
+                continue
+            inode.nlink = 1
+            size = inode.size = self.disk_size.get(inode.ino, 0)
+            for index in [i for i in inode.store if i * bs >= size]:
+                del inode.store[index]
+            tail = inode.store.get(size // bs)
+            if tail is not None:
+                tail[size % bs:] = bytes(bs - size % bs)
+
+
+class FsyncCommitsWithoutTheData(PowerCutFS):
+    """fsync commits the size and the names but leaves the data in the cache (dirty: it
+    reaches the disk at eviction or the last close): an fdatasync/fsync mix-up."""
+
+    def fsync(self, fd: int) -> None:
+        self.commit(self.file(fd).inode)     # bug: no super().fsync(fd) first
+
+
+class SizeBeforeData(PowerCutFS):
+    """A write that extends a file logs the new size at once, while the data waits in
+    the cache: after a cut the file is as long as the write made it, with zeros in it."""
+
+    def extend(self, inode: Inode, end: int) -> None:
+        super().extend(inode, end)
+        self.disk_size[inode.ino] = inode.size      # bug: the size before its data
+
+
+class FsyncLeavesTheNameBehind(PowerCutFS):
+    """fsync writes the data and the size but not the directory: a new file that was
+    fsync'd is gone after a cut."""
+
+    def commit(self, inode: Inode) -> None:
+        self.disk_size[inode.ino] = inode.size      # bug: the directory is not committed
+
+
+POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, SizeBeforeData, FsyncLeavesTheNameBehind]
