@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
+from pytest_folio.hypothesis_budget import DEFAULT_LEVEL, parse_level
 from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_size
 
 T = TypeVar("T")
@@ -66,6 +67,14 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-mtd-oracle", "differential mode: run the MTD fsx suite's operations on the "
      "target and on this oracle (reference[:knob=value,...]) and compare every result",
      None, "string"),
+    ("--folio-hypothesis", "the Hypothesis state machines' budget: off (skip them), quick "
+     "or thorough (more and longer examples, longer shrinking)", DEFAULT_LEVEL, "string"),
+    ("--folio-failures", "keep every failure's logs (.fsxops, .mtdops, .fsxgood, shrunk "
+     "logs) under DIR/<test id>/, relative to the rootdir (off: only in tmp_path); the "
+     "newest 50 are kept",
+     ".folio/failures", "string"),
+    ("--folio-timeout", "fail a test that runs longer than SECONDS, printing where it hung, "
+     "and go on with the run (0: no limit)", "0", "string"),
 ]
 
 
@@ -189,6 +198,9 @@ class FolioSettings:
     mtd_replay: Path | None = None
     mtd_oracle: str | None = None
     columns: tuple[str, ...] = ("median", "iqr")  # the timing tables' figures per cell
+    hypothesis: str = DEFAULT_LEVEL
+    failures: Path | None = None         # relative paths are under the rootdir
+    timeout: float = 0.0                 # 0: no limit
 
     @property
     def fsx_seed(self) -> int:
@@ -302,6 +314,25 @@ def _percentage(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"takes a number of seconds, not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"takes a number of seconds of 0 or more, not {text!r}")
+    return value
+
+
+def _failures_dir(text: str) -> Path | None:
+    if text.lower() == "off":
+        return None
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} is not a directory")
+    return path
+
+
 def _pages(size: int, what: str) -> int:
     if size < PAGE_SIZE or size % PAGE_SIZE:
         raise ValueError(f"{what} {size} must be a positive multiple of {PAGE_SIZE}")
@@ -362,6 +393,22 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
     fs = given.text("--folio-fs")
     columns = given.parse("--folio-columns", parse_figures)
     assert fsx_ops is not None and mtd is not None and fs is not None and columns
+    values: dict[str, Any] = dict(
+        allow_destructive=given.flag("--folio-allow-destructive"),
+        save=given.parse("--folio-save", _save_path),
+        compare=given.parse("--folio-compare", Path),
+        autosave=given.flag("--folio-autosave"),
+        fs_oracle=given.text("--folio-fs-oracle") or None,
+        erasesizes=given.parse("--folio-erasesizes",
+                               lambda t: parse_erasesizes(t, mtd_size)) or (),
+        mtd_replay=given.parse("--folio-mtd-replay", Path),
+        mtd_oracle=given.text("--folio-mtd-oracle"),
+        hypothesis=given.parse("--folio-hypothesis", parse_level) or DEFAULT_LEVEL,
+        failures=given.parse("--folio-failures", _failures_dir),
+        timeout=given.parse("--folio-timeout", _seconds) or 0.0,
+        columns=columns,
+    )
+    # last: every value above has recorded where it came from
     return FolioSettings(
         orders=orders,
         block_sizes=block_sizes,
@@ -369,22 +416,13 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         fs=fs,
         mtd_size=mtd_size,
         erasesize=erasesize,
-        allow_destructive=given.flag("--folio-allow-destructive"),
         fsx_ops=fsx_ops,
         seed=seed,
         fsx_replay=fsx_replay,
         fsx_dir=fsx_dir,
-        save=given.parse("--folio-save", _save_path),
-        compare=given.parse("--folio-compare", Path),
         compare_fail=compare_fail,
         sources=dict(given.sources),
-        autosave=given.flag("--folio-autosave"),
-        fs_oracle=given.text("--folio-fs-oracle") or None,
-        erasesizes=given.parse("--folio-erasesizes",
-                               lambda t: parse_erasesizes(t, mtd_size)) or (),
-        mtd_replay=given.parse("--folio-mtd-replay", Path),
-        mtd_oracle=given.text("--folio-mtd-oracle"),
-        columns=columns,
+        **values,
     )
 
 

@@ -36,7 +36,7 @@ import pytest
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.fsx import FsxRunner
-from pytest_folio.fsx.config import QUICK, FsxOptions, parse_fsx_args
+from pytest_folio.fsx.config import FsxOptions, parse_fsx_args
 from pytest_folio.fsx.log import FL_SKIPPED
 from pytest_folio.targets.protocols import AnyFileSystem
 
@@ -48,7 +48,8 @@ class FsxSuite:
 
     fsx_options: ClassVar[FsxOptions] = FsxOptions()   # the base options
     fsx_args: ClassVar[str] = ""                       # fsx flags applied on top of them
-    fsx_hypothesis_profile: ClassVar[str] = QUICK      # or "fsx-thorough", or your own
+    # None: the run's --folio-hypothesis level; or "fsx-thorough", or a profile of yours
+    fsx_hypothesis_profile: ClassVar[str | None] = None
     fsx_large_file: ClassVar[int] = 6 << 20            # test_fsx_large_file's file size
 
     def fsx_settings(self) -> FsxOptions:

@@ -17,13 +17,15 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_folio.hypothesis_budget import profile_name
+
 DEFAULT_MAXFILELEN = 256 * 1024
 DEFAULT_MAXOPLEN = 64 * 1024
 
 # The Hypothesis profiles of the state machine (pytest_folio.fsx.machine), by name: the
 # machine imports Hypothesis, so the names live here for callers that only pass them on.
-QUICK = "fsx-quick"
-THOROUGH = "fsx-thorough"
+QUICK = profile_name("fsx", "quick")
+THOROUGH = profile_name("fsx", "thorough")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,10 +7,9 @@ whole file. When a check fails, the failure carries the operation log as ``.fsxo
 text, and since Hypothesis re-raises the failure of the shrunk example, what is printed
 is the shortest sequence it found, ready for ``--folio-fsx-replay``.
 
-Profiles (no deadline: a real file system's latency is not a bug)::
-
-    fsx-quick     25 examples of up to 50 operations (the suite's default)
-    fsx-thorough  500 examples of up to 200 operations
+Its profiles, ``fsx-quick`` and ``fsx-thorough``, are the run's ``--folio-hypothesis``
+levels (:mod:`pytest_folio.hypothesis_budget`: the numbers, the shrinking budget, the
+example database).
 """
 
 from __future__ import annotations
@@ -19,16 +18,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    get_state_machine_test,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pytest_folio.fsx.config import QUICK, THOROUGH, FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
@@ -40,13 +31,12 @@ from pytest_folio.fsx.log import (
     format_fsxops,
     op_code,
 )
+from pytest_folio.hypothesis_budget import register_profiles, run_machine
 from pytest_folio.targets.protocols import AnyFileSystem
 
-_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile(QUICK, max_examples=25, stateful_step_count=50, deadline=None,
-                          suppress_health_check=_HEALTH)
-settings.register_profile(THOROUGH, max_examples=500, stateful_step_count=200,
-                          deadline=None, suppress_health_check=_HEALTH)
+register_profiles()
+__all__ = ["QUICK", "THOROUGH", "FsxMachine", "FsxStateFailure", "fsx_machine",
+           "run_fsx_machine"]
 
 _files = itertools.count()
 # Offsets and lengths within fsx's default limits, so shrinking heads for small numbers.
@@ -162,16 +152,13 @@ def fsx_machine(filesystem: Callable[[], AnyFileSystem],
     return type("FsxMachine", (FsxMachine,), attrs)
 
 
-def run_fsx_machine(filesystem: Callable[[], AnyFileSystem], options: FsxOptions | None = None,
-                    profile: str = QUICK, *, seed: int | None = None) -> None:
+def run_fsx_machine(filesystem: Callable[[], AnyFileSystem],
+                    options: FsxOptions | None = None,
+                    profile: str = QUICK, *, seed: int | None = None, **run: Any) -> None:
     """Run the machine under a registered profile (``fsx-quick``, ``fsx-thorough``, or
     any profile of your own); raises :class:`FsxStateFailure` with the shrunk log.
 
     With ``seed`` (the suite passes the run's seed) the sequences Hypothesis tries are
-    that seed's: the same seed tries the same ones again, another seed others."""
-    machine = fsx_machine(filesystem, options)
-    if seed is None:
-        run_state_machine_as_test(machine, settings=settings.get_profile(profile))
-        return
-    hypothesis_seed(seed)(get_state_machine_test(
-        machine, settings=settings.get_profile(profile)))()
+    that seed's: the same seed tries the same ones again, another seed others. ``run``:
+    :func:`~pytest_folio.hypothesis_budget.run_machine`'s database, key and shrinking."""
+    run_machine(fsx_machine(filesystem, options), profile, seed=seed, **run)

@@ -8,8 +8,10 @@ heads for the plainest boundary that still fails. When a check fails, Hypothesis
 the shortest sequence it found last, and its :class:`MTDMachineFailure` carries that
 operation log (``.mtdops`` text for ``--folio-mtd-replay``).
 
-The run is deterministic (``derandomize``, no example database): the same device fails
-the same way every time, not by luck.
+Its profiles, ``mtd-quick`` and ``mtd-thorough``, are the run's ``--folio-hypothesis``
+levels (:mod:`pytest_folio.hypothesis_budget`): the examples are the run seed's (the same
+seed tries the same sequences), and the suite keeps every failure in an example database,
+so the next run replays it at once.
 """
 
 from __future__ import annotations
@@ -18,28 +20,18 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.hypothesis_budget import profile_name, register_profiles, run_machine
 from pytest_folio.mtdtests.mtdops import FILLS, Op
 from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure, sweep_chunk
 from pytest_folio.targets.protocols import MTDDevice
 
-QUICK = "mtd-quick"
-THOROUGH = "mtd-thorough"
-_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-for _name, _examples, _steps in ((QUICK, 25, 25), (THOROUGH, 300, 100)):
-    settings.register_profile(_name, max_examples=_examples, stateful_step_count=_steps,
-                              deadline=None, derandomize=True, database=None,
-                              print_blob=False, report_multiple_bugs=False,
-                              suppress_health_check=_HEALTH)
+QUICK = profile_name("mtd", "quick")
+THOROUGH = profile_name("mtd", "thorough")
+register_profiles()
 
 
 class MTDMachineFailure(MTDFsxFailure):
@@ -159,9 +151,12 @@ def mtd_machine(layout: Layout, open_device: Opening, *, open_reference: Opening
     return MTDMachine
 
 
-def run_mtd_machine(layout: Layout, open_device: Opening, profile: str = QUICK,
-                    **kwargs: Any) -> None:
+def run_mtd_machine(layout: Layout, open_device: Opening, profile: str = QUICK, *,
+                    open_reference: Opening | None = None, seed: int | None = None,
+                    **run: Any) -> None:
     """Run the machine under a registered profile (``mtd-quick``, ``mtd-thorough`` or your
-    own); raises :class:`MTDMachineFailure` with the shrunk log."""
-    run_state_machine_as_test(mtd_machine(layout, open_device, **kwargs),
-                              settings=settings.get_profile(profile))
+    own), with ``seed`` when given; raises :class:`MTDMachineFailure` with the shrunk log.
+    ``run``: :func:`~pytest_folio.hypothesis_budget.run_machine`'s database, key and
+    shrinking."""
+    run_machine(mtd_machine(layout, open_device, open_reference=open_reference), profile,
+                seed=seed, **run)

@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.failures import keep_failure
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
 from pytest_folio.mtdtests.mtdops import format_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
@@ -30,7 +31,8 @@ class MTDFsxSuite(_MTDSuite):
     mtd_fsx_ops: ClassVar[int] = 1200         # random operations, besides the sweeps
     mtd_fsx_passes: ClassVar[int] = 4         # sweeps over the whole device
     mtd_fsx_seed: ClassVar[int | None] = None  # None: the run's seed
-    mtd_hypothesis_profile: ClassVar[str] = "mtd-quick"   # or "mtd-thorough", or yours
+    # None: the run's --folio-hypothesis level; or "mtd-thorough", or a profile of yours
+    mtd_hypothesis_profile: ClassVar[str | None] = None
 
     @staticmethod
     def _layout(dev: MTDDevice, request: pytest.FixtureRequest) -> Layout:
@@ -65,9 +67,10 @@ class MTDFsxSuite(_MTDSuite):
 
     def _fail(self, request: pytest.FixtureRequest, failure: MTDFsxFailure,
               dev: MTDDevice | _Resized, path: Path, what: str, *, function: str | None = None,
-              size: int | None = None) -> None:
+              size: int | None = None, notes: tuple[str, ...] = ()) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
+        [path] = keep_failure(request.node, path)
         opener = mtd_opener(request)
         lines = [f"{what}: {failure.summary}",
                  f"{what}: operation log ({len(failure.ops)} operations): {path}",
@@ -76,6 +79,7 @@ class MTDFsxSuite(_MTDSuite):
                      size=size)]
         if len(failure.ops) <= 40:
             lines[1:1] = [f"  {op}" for op in failure.ops]
+        lines += [f"{what}: {note}" for note in notes]
         pytest.fail("\n".join(lines), pytrace=False)
 
     @pytest.mark.folio_erasesizes
@@ -131,8 +135,10 @@ class MTDFsxSuite(_MTDSuite):
     def test_mtd_fsx_hypothesis(self, mtd_device: MTDDevice,
                                 request: pytest.FixtureRequest, tmp_path: Path) -> None:
         # Hypothesis is imported only here (seconds of start-up in a VM)
-        from pytest_folio.mtdtests.machine import MTDMachineFailure, run_mtd_machine
+        from pytest_folio.fixtures.hypothesis import machine_run
+        from pytest_folio.mtdtests.machine import MTDMachineFailure, mtd_machine
 
+        run = machine_run(request, "mtd", self.mtd_hypothesis_profile)
         if mtd_replay(request.config) is not None:
             pytest.skip("--folio-mtd-replay replays through test_mtd_fsx")
         require_destructive(mtd_device, request.config)
@@ -156,17 +162,33 @@ class MTDFsxSuite(_MTDSuite):
             assert opening is not None
             return opening
 
+        machine = mtd_machine(dataclasses.replace(layout, size=size), open_device,
+                              open_reference=(open_reference if mtd_oracle(request.config)
+                                              is not None else None))
+        # Shrinking is the cost: a bug fails at every erasesize of a folio order alike, so
+        # the first failing test of an order shrinks and the others report what they found.
+        group = f"{type(self).__qualname__}.test_mtd_fsx_hypothesis order {order}"
+        shrunk_by = None
         try:
-            run_mtd_machine(dataclasses.replace(layout, size=size), open_device,
-                            self.mtd_hypothesis_profile,
-                            open_reference=(open_reference if mtd_oracle(request.config)
-                                            is not None else None))
+            try:
+                run.run(machine, shrink=False)
+                return
+            except MTDMachineFailure:
+                shrunk_by = run.claim(group)
+                if shrunk_by is not None:
+                    raise
+            run.run(machine)
             return
         except MTDMachineFailure as failure:
             found = failure
+        notes = tuple(run.notes)
+        if shrunk_by is not None:
+            notes += (f"not shrunk: this folio order's failure is shrunk by {shrunk_by} "
+                      "(run this test alone to shrink its own)",)
         self._fail(request, found, mtd_device if size == layout.size else
                    _Resized(mtd_device, size), tmp_path / "mtd-fsx-hypothesis.mtdops",
-                   "mtd fsx (Hypothesis, shrunk)", function="test_mtd_fsx", size=size)
+                   "mtd fsx (Hypothesis, shrunk)" if shrunk_by is None else
+                   "mtd fsx (Hypothesis)", function="test_mtd_fsx", size=size, notes=notes)
 
 
 class _Resized:

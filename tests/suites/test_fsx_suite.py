@@ -175,8 +175,10 @@ class TestKeepSize(FsxSuite):
         return FallocKeepSizeExtends(MemFS())
 """)
     # the run's seed pins the sequences Hypothesis tries: no test may depend on luck
+    # thorough: shrinking to the end however loaded the machine is
     result = pytester.runpytest("-p", "pytest_folio", "--folio-block-sizes=4k", "-k",
-                                "hypothesis", "--folio-fsx-seed=1")
+                                "hypothesis", "--folio-fsx-seed=1",
+                                "--folio-hypothesis=thorough")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "fsx (Hypothesis, shrunk): Size error: expected 0x" in out
