@@ -23,6 +23,7 @@ COMMANDS = [
     "pytest_folio.timing.commands:register_list",
     "pytest_folio.timing.commands:register_bandwidth",
     "pytest_folio.vm.runner:register",
+    "pytest_folio.check:register",
 ]
 
 USAGE_ERROR = 2

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_folio.capabilities import lacking_line, offered
 from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
@@ -35,6 +36,23 @@ def _read(path: Path, error: type[ValueError]) -> str:
         raise error(f"cannot read {path}: {exc}") from None
 
 
+def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str, ...]:
+    """Make one device and one file system of a user's factory and throw them away, so
+    that a factory that cannot be called as the plugin calls it, or returns something
+    the suites cannot use, is one line before any test rather than an error in each.
+    Returns the header's lines: which optional calls each lacks."""
+    lines = []
+    if mtd.kind == "factory":
+        with mtd.open(size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
+            rows = offered(dev, "mtd", mtd.spec.factory)
+        lines.append(f"mtd {mtd.label} {lacking_line(rows)}")
+    if fs.kind == "factory":
+        with fs.open(s.block_sizes[0]) as made:
+            rows = offered(made, "fs")
+        lines.append(f"fs {fs.label} {lacking_line(rows)}")
+    return tuple(lines)
+
+
 @dataclasses.dataclass(frozen=True)
 class FolioSession:
     """The run's settings and everything resolved from them, the same on every worker."""
@@ -48,6 +66,8 @@ class FolioSession:
     fsx_replay: tuple[Path, list[LogEntry]] | None = None
     # the primitive form handed to xdist workers (see decisions())
     _texts: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    # the controller's header lines: the optional calls a factory's target lacks
+    header: tuple[str, ...] = ()
 
     @classmethod
     def resolve(cls, s: FolioSettings, decided: dict[str, Any] | None = None) -> FolioSession:
@@ -65,6 +85,7 @@ class FolioSession:
             fs_oracle = (None if s.fs_oracle is None else
                          resolve_fs_oracle(s.fs_oracle, s.source("--folio-fs-oracle"),
                                            kinds.get("fs_oracle")))
+            header = _try_factories(s, mtd, fs) if decided is None else ()
         except TargetError as exc:
             raise pytest.UsageError(str(exc)) from None
         mtd_replay = fsx_replay = None
@@ -82,7 +103,7 @@ class FolioSession:
                 fsx_replay = (s.fsx_replay.resolve(), parse_fsxops(text, str(s.fsx_replay)))
         except FsxopsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
-        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, texts)
+        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, texts, header)
 
     def decisions(self) -> dict[str, Any]:
         """What a worker needs to resolve the same session: primitive data only."""

@@ -12,6 +12,7 @@ for one test parameter and tears it down afterwards.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import inspect
 from collections.abc import Callable
@@ -65,24 +66,65 @@ def check_knobs(table: tuple[Knob, ...], given: dict[str, str], option: str,
     return text, {name: known[name].value(value, option) for name, value in text.items()}
 
 
+def _signature_problem(params: list[inspect.Parameter], given: dict[str, Any],
+                       keywords: tuple[str, ...]) -> str | None:
+    """What in the factory's signature the plugin's call (with ``given``) cannot satisfy,
+    or None; ``keywords`` are all the plugin ever passes, for the message."""
+    needed = [p.name for p in params if p.default is p.empty
+              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+              and (p.kind is p.POSITIONAL_ONLY or p.name not in given)]
+    if needed:
+        return (f"needs {', '.join(needed)}, which the plugin does not pass: it calls the "
+                f"factory with the keywords {', '.join(keywords)} (those it takes, or all "
+                "of them to **kwargs)")
+    return None
+
+
 def call_factory(factory: Callable[..., Any], name: str, protocol: type, what: str,
-                 option: str, **kwargs: Any) -> Any:
+                 option: str, check: Callable[[Any], str | None] | None = None,
+                 keywords: tuple[str, ...] = (), **kwargs: Any) -> Any:
     """Call the user's factory with the keyword arguments it accepts (all of them when it
-    takes ``**kwargs``), and check that it returned a ``protocol``. ``readonly``, when
-    given, must be accepted: NotImplementedError otherwise."""
+    takes ``**kwargs``), and check that it returned a ``protocol`` (and, with ``check``,
+    whatever else ``check`` finds wrong). ``readonly``, when given, must be accepted:
+    NotImplementedError otherwise, and what the factory raises for it is raised as it is.
+
+    Every other problem is one :class:`TargetError` line naming the factory: a signature
+    the call cannot satisfy, an exception from the factory, a result that is not a
+    ``protocol`` or fails ``check``. ``keywords``: every keyword the plugin may pass (the
+    message of a signature it cannot call says them)."""
     try:
-        params = inspect.signature(factory).parameters.values()
+        params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: pass everything
         params = None
+    passed = dict(kwargs)
     if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params):
-        accepted = {p.name for p in params}
+        accepted = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
         if "readonly" in kwargs and "readonly" not in accepted:
             raise NotImplementedError(f"{name} takes no readonly= argument")
         kwargs = {k: v for k, v in kwargs.items() if k in accepted}
-    made = factory(**kwargs)
+        problem = _signature_problem(params, kwargs, keywords or tuple(passed))
+        if problem is not None:
+            raise TargetError(f"{option}: factory {name} {problem}")
+    try:
+        made = factory(**kwargs)
+    except Exception as exc:
+        if kwargs.get("readonly") and isinstance(exc, (TypeError, NotImplementedError)):
+            raise
+        call = ", ".join(f"{k}={v!r}" for k, v in passed.items())
+        raise TargetError(f"{option}: factory {name}({call}) raised "
+                          f"{type(exc).__name__}: {exc}") from None
+    problem = None
     if not isinstance(made, protocol):
-        raise TargetError(f"{option}: {name} returned {type(made).__name__}, not {what} "
-                          f"(missing: {', '.join(missing_members(made, protocol))})")
+        problem = (f"returned {type(made).__name__}, not {what} (missing: "
+                   f"{', '.join(missing_members(made, protocol))})")
+    elif check is not None:
+        problem = check(made)
+    if problem is not None:
+        close = getattr(made, "close", None)
+        if callable(close) and isinstance(made, protocol):
+            with contextlib.suppress(Exception):
+                close()
+        raise TargetError(f"{option}: factory {name} {problem}")
     return made
 
 
@@ -105,6 +147,7 @@ class Target(abc.ABC, Generic[T]):
     reference: ClassVar[str]               # "device": "the reference device"
     path_noun: ClassVar[str]               # "device": what a path names
     size_name: ClassVar[str]               # "folios": what a size map's sizes are
+    factory_keywords: ClassVar[tuple[str, ...]]   # what a factory may be called with
     KNOBS: ClassVar[tuple[Knob, ...]] = ()
 
     @property
@@ -137,11 +180,19 @@ class Target(abc.ABC, Generic[T]):
         return path
 
     def call_factory(self, **kwargs: Any) -> T:
-        """The user's factory called the one way (see :func:`call_factory`)."""
+        """The user's factory called the one way (see :func:`call_factory`), its result
+        checked by :meth:`check_made`."""
         assert self.spec.factory is not None
         made: T = call_factory(self.spec.factory, self.spec.text, self.protocol, self.what,
-                               self.option, **kwargs)
+                               self.option, self.check_made, self.factory_keywords,
+                               **kwargs)
         return made
+
+    @classmethod
+    def check_made(cls, made: Any) -> str | None:
+        """What is wrong with what a factory returned beyond missing members (attribute
+        types, geometry, what a call returns), as the end of a sentence; None when fine."""
+        return None
 
     @classmethod
     def resolve(cls, text: str, option: str | None = None, kind: str | None = None) -> Self:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
@@ -55,6 +55,7 @@ class FsTarget(Target[AnyFileSystem]):
     reference = "file system"
     path_noun = "directory"
     size_name = "blocks"
+    factory_keywords = ("blocksize", "root")
     KNOBS: ClassVar[tuple[Knob, ...]] = (
         Knob("features", ("default", "full")),
         Knob("memory", parse=_memory, metavar="SIZE"),
@@ -95,6 +96,18 @@ class FsTarget(Target[AnyFileSystem]):
         finally:
             if isinstance(fs, Unmountable):
                 fs.umount()
+
+    @classmethod
+    def check_made(cls, made: Any) -> str | None:
+        """A block size that is a positive int, features a set of names."""
+        blocksize, features = made.blocksize, made.features
+        if isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize <= 0:
+            return f"returned a file system whose blocksize is {blocksize!r}, not a positive int"
+        if (not isinstance(features, (set, frozenset))
+                or not all(isinstance(f, str) for f in features)):
+            return (f"returned a file system whose features are {features!r}, not a "
+                    "frozenset of names")
+        return None
 
     @classmethod
     def check_path_at(cls, size: int | None, path: Path, option: str) -> None:

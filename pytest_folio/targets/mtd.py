@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
@@ -41,6 +41,7 @@ class MTDTarget(Target[MTDDevice]):
     reference = "device"
     path_noun = "device"
     size_name = "folios"
+    factory_keywords = ("size", "erasesize", "folio_order", "readonly")
     KNOBS: ClassVar[tuple[Knob, ...]] = (
         Knob("api", APIS, APIS[0]),
         Knob("retry", ("on", "off"), "on", parse=lambda value: value == "on"),
@@ -86,6 +87,12 @@ class MTDTarget(Target[MTDDevice]):
             device.close()
 
     @classmethod
+    def check_made(cls, made: Any) -> str | None:
+        """A device's geometry as integers that fit together (as mtd_info's), its name a
+        string, and ``read`` answering with bytes of the length asked."""
+        return check_mtd_device(made)
+
+    @classmethod
     def check_path_at(cls, size: int | None, path: Path, option: str) -> None:
         """A real device is opened (read-only) and closed here, so a wrong path, a device
         in use or a missing driver stop the run before any test starts."""
@@ -93,6 +100,39 @@ class MTDTarget(Target[MTDDevice]):
             raise TargetError(f"{option}: {format_size(size)} is not a folio size "
                               f"(a power of two from {format_size(PAGE_SIZE)})")
         open_mtd_char(path).close()
+
+
+def check_mtd_device(dev: Any) -> str | None:
+    """What is wrong with an MTD device's attributes and read's answer, as the end of a
+    sentence ("returned a device whose ..."); None when nothing is."""
+    if not isinstance(dev.name, str):
+        return f"returned a device whose name is {type(dev.name).__name__}, not str"
+    for attr in ("type", "flags", "size", "erasesize", "writesize", "oobsize"):
+        value = getattr(dev, attr)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"returned a device whose {attr} is {value!r}, not an int"
+    if dev.size <= 0 or dev.erasesize <= 0 or dev.writesize <= 0 or dev.oobsize < 0:
+        return (f"returned a device of size {dev.size}, erasesize {dev.erasesize}, "
+                f"writesize {dev.writesize}, oobsize {dev.oobsize}: size, erasesize and "
+                "writesize must be positive, oobsize not negative")
+    if dev.size % dev.erasesize or dev.erasesize % dev.writesize:
+        return (f"returned a device of size {dev.size} in eraseblocks of {dev.erasesize} "
+                f"and pages of {dev.writesize}: the eraseblocks must divide the size, the "
+                "pages the eraseblocks")
+    want = min(max(16, dev.writesize), dev.size)
+    try:
+        data = dev.read(0, want)
+    except OSError:
+        return None    # an errno is an answer the suites check
+    except Exception as exc:
+        return f"returned a device whose read(0, {want}) raised {type(exc).__name__}: {exc}"
+    if not isinstance(data, (bytes, bytearray)):
+        return (f"returned a device whose read(0, {want}) returned "
+                f"{type(data).__name__}, not bytes")
+    if len(data) != want:
+        return (f"returned a device whose read(0, {want}) returned {len(data)} bytes, "
+                f"not {want}")
+    return None
 
 
 def resolve_mtd_target(text: str, option: str = OPTION, kind: str | None = None) -> MTDTarget:

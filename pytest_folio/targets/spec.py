@@ -60,11 +60,25 @@ def load_factory(text: str, option: str) -> Callable[..., Any]:
             obj = getattr(obj, part)
     # an import error of the user's module, whatever it is: sys.exit() on import too
     except (Exception, SystemExit) as exc:
-        raise TargetError(
-            f"{option}: cannot import factory {text!r}: {type(exc).__name__}: {exc}") from None
+        raise TargetError(f"{option}: cannot import factory {text!r}: {type(exc).__name__}: "
+                          f"{exc}{_not_on_path_hint(exc, module_name)}") from None
     if not callable(obj):
         raise TargetError(f"{option}: {text!r} is not callable")
     return obj
+
+
+def _not_on_path_hint(exc: BaseException, module_name: str) -> str:
+    """The hint for a module that sits in the current directory but is not importable
+    from there: console ``pytest`` (unlike ``python -m pytest``) does not put the current
+    directory on ``sys.path``."""
+    top = module_name.split(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != top:
+        return ""
+    here = Path.cwd()
+    if not ((here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()):
+        return ""
+    return (f" ({top} is in the current directory, which console pytest does not put on "
+            "sys.path: run python -m pytest, or set pythonpath = . in the ini file)")
 
 
 def registered_targets() -> dict[str, Any]:

@@ -75,7 +75,7 @@ def test_factory_returning_something_else_is_a_one_line_error() -> None:
     with pytest.raises(TargetError) as info:
         target.call_factory(size=1)
     assert str(info.value) == (
-        "--folio-mtd: mod:broken returned object, not an MTD device (missing: name, type, "
+        "--folio-mtd: factory mod:broken returned object, not an MTD device (missing: name, type, "
         "flags, size, erasesize, writesize, oobsize, read, write, erase, sync, close)")
 
 
