@@ -25,6 +25,8 @@ from pytest_folio.options import (
 from pytest_folio.params import MTDParam, default_erasesizes
 from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
+from pytest_folio.skips import SkipSummary
+from pytest_folio.timeout import FolioTimeout
 
 pytest_plugins = [
     "pytest_folio.fixtures.model",
@@ -68,6 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
     config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
+    if not hasattr(config, "workerinput"):     # the controller sees every report
+        config.pluginmanager.register(SkipSummary(), "pytest_folio.skips")
+    if settings(config).timeout:
+        config.pluginmanager.register(FolioTimeout(settings(config).timeout),
+                                      "pytest_folio.timeout")
 
 
 class _XdistController:
@@ -87,6 +94,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             ",".join(format_size(PAGE_SIZE << o) for o in s.orders),
             ",".join(format_size(b) for b in s.block_sizes),
             s.mtd, s.fs, s.seed, s.seed),
+        *(f"folio: {line} (python -m pytest_folio check SPEC: what each unlocks)"
+          for line in session(config).header),
     ]
 
 

@@ -12,9 +12,10 @@ from pytest_folio.fsx.engine import FsxEngine
 from pytest_folio.targets.protocols import FileSystem
 
 
-def test_the_fixture_hands_out_the_users_fs(filesystem: FileSystem) -> None:
+def test_the_fixture_hands_out_the_users_fs(filesystem: FileSystem, block_size: int) -> None:
+    # block_size: each of --folio-block-sizes (the ini's, or the command line's)
     assert type(filesystem).__name__ == "DictFS"
-    assert filesystem.blocksize in (4096, 65536)
+    assert filesystem.blocksize == block_size
 
 
 def test_write_read_truncate(filesystem: FileSystem) -> None:
