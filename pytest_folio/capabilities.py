@@ -64,6 +64,16 @@ CAPABILITIES = (
                "the factory makes a read-only device: the read-only checks "
                "(test_readonly_device_refuses_every_write_and_erase)",
                "the read-only checks skip"),
+    Capability("mmap_read(), mmap_write()", "fs", "MappedIO", "mmap_read",
+               "fsx's mapread and mapwrite, the EOF-page checks, mapped writes in the "
+               "semantics suites", "those operations are skipped (fsx counts them)"),
+    Capability("fallocate()", "fs", "Fallocate", "fallocate",
+               "fsx's fallocate, punch hole, zero, collapse and insert range, the fallocate "
+               "and st_blocks checks", "those operations and checks are skipped"),
+    Capability("copy_file_range()", "fs", "CopyFileRange", "copy_file_range",
+               "fsx's copy range, the copy tests", "those are skipped"),
+    Capability("mkdir(), rmdir()", "fs", "Directories", "mkdir",
+               "the directory tests of the namespace suites", "those are skipped"),
     Capability("drop_caches(path)", "fs", "DropCaches", "drop_caches",
                "fsx's close and reopen drops the file's cached folios (fsx's echo 3 > "
                "drop_caches), so data lost between the cache and the backing store shows, "
@@ -81,9 +91,12 @@ CAPABILITIES = (
 
 def _has(obj: object, capability: Capability) -> bool:
     protocol = getattr(protocols, capability.protocol, None) if capability.protocol else None
-    if protocol is not None:
-        return isinstance(obj, protocol)
-    return hasattr(obj, capability.attribute)
+    if protocol is None:
+        return hasattr(obj, capability.attribute)
+    if capability.kind == "fs":
+        # a FileSystemBase's EOPNOTSUPP defaults count as left out
+        return protocols.supports(obj, protocol)
+    return isinstance(obj, protocol)
 
 
 def takes_readonly(factory: Callable[..., Any] | None) -> bool:

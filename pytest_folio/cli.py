@@ -24,6 +24,7 @@ COMMANDS = [
     "pytest_folio.timing.commands:register_bandwidth",
     "pytest_folio.vm.runner:register",
     "pytest_folio.check:register",
+    "pytest_folio.shrink_command:register",
 ]
 
 USAGE_ERROR = 2

@@ -48,8 +48,10 @@ def test_check_prints_what_a_factorys_device_offers(capsys: pytest.CaptureFixtur
 def test_check_finds_the_kind_and_refuses_a_bad_target_in_one_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "tests.helpers.fsx_broken:PassThrough.factory"]) == 0
-    assert capsys.readouterr().out.startswith(
-        "--folio-fs=tests.helpers.fsx_broken:PassThrough.factory: a file system")
+    out = capsys.readouterr().out
+    assert out.startswith("--folio-fs=tests.helpers.fsx_broken:PassThrough.factory: a file "
+                          "system")
+    assert "\nmmap_read(), mmap_write()  " in out and "\ndrop_caches(path)  " in out
     assert main(["check", "--mtd", "tests.helpers.fsx_broken:PassThrough.factory"]) == 2
     err = capsys.readouterr().err
     assert err == ("python -m pytest_folio check: error: --folio-mtd: factory "

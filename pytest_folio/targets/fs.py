@@ -99,8 +99,10 @@ class FsTarget(Target[AnyFileSystem]):
 
     @classmethod
     def check_made(cls, made: Any) -> str | None:
-        """A block size that is a positive int, features a set of names."""
-        blocksize, features = made.blocksize, made.features
+        """A block size that is a positive int, features (when it has them) a set of
+        names."""
+        blocksize = made.blocksize
+        features: object = getattr(made, "features", frozenset())
         if isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize <= 0:
             return f"returned a file system whose blocksize is {blocksize!r}, not a positive int"
         if (not isinstance(features, (set, frozenset))
