@@ -17,10 +17,10 @@ import tempfile
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
-from pytest_folio.capabilities import offered, table
 from pytest_folio.errors import CommandError
 from pytest_folio.options import option_default
 from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.targets.capabilities import offered, table
 from pytest_folio.targets.fs import FsTarget, resolve_fs_target
 from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_target
 from pytest_folio.targets.spec import TargetError

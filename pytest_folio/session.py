@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from pytest_folio.capabilities import lacking_line, offered
 from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
+from pytest_folio.targets.capabilities import lacking_line, offered
 from pytest_folio.targets.fs import FsTarget, resolve_fs_oracle, resolve_fs_target
 from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_oracle, resolve_mtd_target
 from pytest_folio.targets.spec import TargetError

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from pytest_folio.capabilities import CAPABILITIES, lacking_line, offered, takes_readonly
 from pytest_folio.cli import main
+from pytest_folio.targets.capabilities import CAPABILITIES, lacking_line, offered, takes_readonly
 from tests.helpers import CHECKOUT, subprocess_env
 from tests.helpers.mtd_devices import FolioCacheMTD, RamMTD
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.failures import keep_failure
+from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
 from pytest_folio.mtdtests.mtdops import format_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
