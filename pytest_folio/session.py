@@ -23,7 +23,12 @@ from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.targets.capabilities import lacking_line, offered
 from pytest_folio.targets.fs import FsTarget, resolve_fs_oracle, resolve_fs_target
-from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_oracle, resolve_mtd_target
+from pytest_folio.targets.mtd import (
+    MTDTarget,
+    check_mtd_read,
+    resolve_mtd_oracle,
+    resolve_mtd_target,
+)
 from pytest_folio.targets.spec import TargetError
 
 SESSION_KEY = pytest.StashKey["FolioSession"]()
@@ -44,6 +49,9 @@ def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str,
     lines = []
     if mtd.kind == "factory":
         with mtd.open(size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
+            problem = check_mtd_read(dev)
+            if problem is not None:
+                raise TargetError(f"{mtd.option}: factory {mtd.spec.text} {problem}")
             rows = offered(dev, "mtd", mtd.spec.factory)
         lines.append(f"mtd {mtd.label} {lacking_line(rows)}")
     if fs.kind == "factory":
