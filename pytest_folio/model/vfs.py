@@ -29,7 +29,7 @@ from pytest_folio.uapi import (
 )
 
 NAME_MAX = 255
-MAX_LFS_FILESIZE = (1 << 63) - 1
+MAX_LFS_FILESIZE = (1 << 63) - 1        # a 64-bit kernel's, and ramfs's and tmpfs's s_maxbytes
 
 # include/uapi/linux/falloc.h, the modes vfs_fallocate knows but the FileSystem protocol
 # does not use
@@ -43,6 +43,14 @@ FALLOC_FL_MODE_MASK = (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_
 
 def raise_errno(err: int, what: str) -> NoReturn:
     raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def write_check_limits(pos: int, count: int, what: str) -> int:
+    """generic_write_check_limits: EFBIG at or past the largest file size, else the
+    count cut to end there (a short write, not an error)."""
+    if pos >= MAX_LFS_FILESIZE:
+        raise_errno(errno.EFBIG, what)
+    return min(count, MAX_LFS_FILESIZE - pos)
 
 
 class Inode:
@@ -236,21 +244,21 @@ class Vfs(ABC):
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
         _, inode, mapping = self._regular(fd, read=True)
-        if offset < 0 or n < 0:
+        if offset < 0 or n < 0 or offset + n > MAX_LFS_FILESIZE:       # rw_verify_area
             raise_errno(errno.EINVAL, f"pread(fd {fd}, {n}, {offset})")
         n = min(n, inode.i_size - offset)
         return mapping.filemap_read(offset, n) if n > 0 else b""
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
         f, inode, mapping = self._regular(fd, write=True)
-        if offset < 0:
+        if offset < 0 or offset + len(data) > MAX_LFS_FILESIZE:        # rw_verify_area
             raise_errno(errno.EINVAL, f"pwrite(fd {fd}, offset {offset})")
         if f.flags & os.O_APPEND:       # Linux's pwrite appends on O_APPEND (see pwrite(2))
             offset = inode.i_size
         if not data:
             return 0
-        if offset + len(data) > MAX_LFS_FILESIZE:
-            raise_errno(errno.EFBIG, f"pwrite(fd {fd}, offset {offset})")
+        if offset + len(data) > MAX_LFS_FILESIZE:    # an O_APPEND offset: EFBIG or short
+            data = data[:write_check_limits(offset, len(data), f"pwrite(fd {fd}, {offset})")]
         written = mapping.generic_perform_write(offset, data)
         if offset + written > inode.i_size:
             self._set_size(inode, offset + written)
@@ -337,6 +345,7 @@ class Vfs(ABC):
         if offset_src < 0 or offset_dst < 0 or count < 0:
             raise_errno(errno.EINVAL, what)
         count = 0 if offset_src >= iin.i_size else min(count, iin.i_size - offset_src)
+        count = write_check_limits(offset_dst, count, what)
         if iin is iout and offset_dst + count > offset_src and offset_dst < offset_src + count:
             raise_errno(errno.EINVAL, f"{what}: overlapping ranges of one file")
         if count == 0:
@@ -357,6 +366,12 @@ class Vfs(ABC):
         if offset < 0:
             raise_errno(errno.EINVAL, f"mmap(fd {fd}, offset {offset})")
         inode = f.inode
+        # file_mmap_ok: a regular file's mapping (from offset's page on) must end below
+        # MAX_LFS_FILESIZE, so the last page below it cannot be mapped
+        pages = -(-(offset % PAGE_SIZE + length) // PAGE_SIZE) * PAGE_SIZE
+        if (inode.i_mapping is not None
+                and offset // PAGE_SIZE > (MAX_LFS_FILESIZE - pages) // PAGE_SIZE):
+            raise_errno(errno.EOVERFLOW, f"mmap(fd {fd}, offset {offset})")
         if not f.readable or (write and not f.writable):     # do_mmap's order
             raise_errno(errno.EACCES, f"mmap(fd {fd})")
         if inode.i_mapping is None:
