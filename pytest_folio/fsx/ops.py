@@ -31,6 +31,7 @@ from pytest_folio.fsx.log import (
 )
 from pytest_folio.fsx.probe import FALLOC_MODE_OF, UNSUPPORTED
 from pytest_folio.fsx.state import PAGE_MASK, PAGE_SIZE, FsxState
+from pytest_folio.targets.protocols import DropCaches
 from pytest_folio.uapi import FALLOC_FL_KEEP_SIZE
 
 # The words fsx uses for the two: in "skipping zero length ...", "... to largest ever",
@@ -237,11 +238,10 @@ class FsxOperations(FsxState):
 
     def reopen(self) -> None:
         """fsx's docloseopen(): close the file, drop its cached pages where the target
-        can (its optional ``drop_caches(path)``; fsx writes 3 to drop_caches), and open
+        can (a :class:`DropCaches`; fsx writes 3 to drop_caches), and open
         it again."""
         self._syscall(180, "docloseopen: close", self.fs.close, self.fd)
         self.fd = None
-        drop_caches = getattr(self.fs, "drop_caches", None)
-        if callable(drop_caches):
-            self._syscall(181, "docloseopen: drop_caches", drop_caches, self.path)
+        if isinstance(self.fs, DropCaches):
+            self._syscall(181, "docloseopen: drop_caches", self.fs.drop_caches, self.path)
         self.fd = self._syscall(182, "docloseopen: open", self.fs.open, self.path, os.O_RDWR, 0)

@@ -293,6 +293,17 @@ class PowerCutUnit(Protocol):
 
 
 @runtime_checkable
+class DropCaches(Protocol):
+    """``drop_caches(...)``: write back and forget the cached pages, as ``echo 3 >
+    /proc/sys/vm/drop_caches`` does, so the next access reads the backing store. A file
+    system takes the path of one file (``drop_caches(path)``), an MTD device no argument
+    (``drop_caches()``). Suites that push data through the cache call it where a target
+    offers it; it never changes what a read returns."""
+
+    def drop_caches(self, *args: str) -> None: ...
+
+
+@runtime_checkable
 class Unmountable(Protocol):
     """``umount()``: called after each test on a factory's file system."""
 
