@@ -47,8 +47,11 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-fsx-dir", "keep the fsx suite's .fsxops/.fsxgood/.fsxlog files in this "
      "directory (default: each test's tmp_path)", None, "string"),
     ("--folio-fs-oracle", "differential mode: run the same random operations on the "
-     "--folio-fs target and on this oracle (reference or a directory), compare everything",
+     "--folio-fs target and on this oracle (reference[:errors=any], a directory, or none; "
+     "default: reference unless --folio-fs is the reference), compare everything",
      None, "string"),
+    ("--folio-fs-oracle-replay", "replay this differential log (.fsdiff, saved by a "
+     "failing differential test) instead of a random sequence", None, "string"),
     ("--folio-save", "write this run's timings to a JSON file", None, "string"),
     ("--folio-compare", "print this run against a saved run", None, "string"),
     ("--folio-compare-fail",
@@ -201,6 +204,7 @@ class FolioSettings:
     hypothesis: str = DEFAULT_LEVEL
     failures: Path | None = None         # relative paths are under the rootdir
     timeout: float = 0.0                 # 0: no limit
+    fs_oracle_replay: Path | None = None
 
     @property
     def fsx_seed(self) -> int:
@@ -239,6 +243,18 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
     if chosen is not None:
         return chosen
     return random.SystemRandom().randrange(1, 1 << 31)
+
+
+def _fsdiff_log(text: str) -> Path:
+    """A differential log that reads as one (checked now: a bad log is a usage error)."""
+    from pytest_folio.fsx.oracle import load_ops
+
+    path = Path(text)
+    try:
+        load_ops(path.read_text(), text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {text}: {exc}") from None
+    return path
 
 
 def check_order(order: int) -> int:
@@ -407,6 +423,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         failures=given.parse("--folio-failures", _failures_dir),
         timeout=given.parse("--folio-timeout", _seconds) or 0.0,
         columns=columns,
+        fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

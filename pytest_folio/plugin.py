@@ -26,6 +26,7 @@ from pytest_folio.params import MTDParam, default_erasesizes
 from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.skips import SkipSummary
+from pytest_folio.targets.fs import fs_oracle_header
 from pytest_folio.timeout import FolioTimeout
 
 pytest_plugins = [
@@ -96,6 +97,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             s.mtd, s.fs, s.seed, s.seed),
         *(f"folio: {line} (python -m pytest_folio check SPEC: what each unlocks)"
           for line in session(config).header),
+        fs_oracle_header(session(config).fs_oracle),
     ]
 
 

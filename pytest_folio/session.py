@@ -22,7 +22,7 @@ from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.targets.capabilities import lacking_line, offered
-from pytest_folio.targets.fs import FsTarget, resolve_fs_oracle, resolve_fs_target
+from pytest_folio.targets.fs import FsOracle, FsTarget, resolve_fs_oracle, resolve_fs_target
 from pytest_folio.targets.mtd import (
     MTDTarget,
     check_mtd_read,
@@ -69,7 +69,7 @@ class FolioSession:
     mtd: MTDTarget
     fs: FsTarget
     mtd_oracle: MTDTarget | None = None
-    fs_oracle: FsTarget | None = None
+    fs_oracle: FsOracle | None = None
     mtd_replay: tuple[str, MTDLog] | None = None           # the log's path, its operations
     fsx_replay: tuple[Path, list[LogEntry]] | None = None
     # the primitive form handed to xdist workers (see decisions())
@@ -90,9 +90,8 @@ class FolioSession:
             fs = resolve_fs_target(s.fs, s.source("--folio-fs"), kinds.get("fs"))
             mtd_oracle = (None if s.mtd_oracle is None else
                           resolve_mtd_oracle(s.mtd_oracle, s.source("--folio-mtd-oracle")))
-            fs_oracle = (None if s.fs_oracle is None else
-                         resolve_fs_oracle(s.fs_oracle, s.source("--folio-fs-oracle"),
-                                           kinds.get("fs_oracle")))
+            fs_oracle = resolve_fs_oracle(s.fs_oracle, fs, s.source("--folio-fs-oracle"),
+                                          kinds.get("fs_oracle"))
             header = _try_factories(s, mtd, fs) if decided is None else ()
         except TargetError as exc:
             raise pytest.UsageError(str(exc)) from None

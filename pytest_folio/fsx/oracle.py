@@ -1,31 +1,51 @@
 """Differential runs: one random operation sequence on two file systems, every outcome
-compared (``--folio-fs-oracle``, and the project's own reference-against-kernel tests).
+compared (``--folio-fs-oracle``, on by default against a user's target, and the
+project's own reference-against-kernel tests).
 
-:func:`generate` makes a target-independent sequence from a seed: open (with every kind
-of flag), close, pread, pwrite, ftruncate, fstat, fsync, mapped reads and writes,
-copy_file_range between any two descriptors, fallocate in the modes both sides support
-(and the invalid ones, which both must refuse alike), unlink, mkdir, rmdir, rename,
-listdir and stat, over a few names in a small tree. Descriptors are named by slot, so the
-same sequence means the same thing on both sides. :func:`compare` applies each operation
-to both and stops at the first difference in a return value, errno, the bytes read, or
-any open file's size, then compares every file's bytes and every directory's names.
+:func:`supported` decides, in one place, which operation families a target has (its
+``features``, its capability protocols, and whether it has directories at all).
+:func:`generate` makes a target-independent sequence from a seed over every call of the
+FileSystem protocol (:data:`CALLS`: a test checks that none is missing) within those
+families: every open-flag combination, several descriptors on one file, names with and
+without a trailing slash, namespace calls while files are open, fsync and drop_caches
+then reopen, and offsets in three regions: near 0 (folio and block boundaries, and
+around EOF, :data:`Anchor`), sparse far offsets around 4 GiB and 16 TiB, and the last
+pages below ``MAX_LFS_FILESIZE``. :func:`compare` applies each operation to both and
+stops at the first difference in a return value, errno, the bytes read or a size, then
+compares every file's size and bytes (near 0, around the far offsets and before EOF) and
+every directory's names.
 
-Deliberate differences, not compared: st_blocks, modes, link counts and directory sizes;
-mapped writes are clipped at EOF (a disk file system's writeback zeroes the rest of the
-EOF page, where ramfs and tmpfs keep what a mapping stored there).
+Where Linux leaves a choice, nothing depends on it (docs/fs.md lists them): a mapped
+write is sent only where its bytes are defined (inside the file; entirely past the page
+holding EOF, where both must fault), never as a zero-length call; an operation with two
+bad arguments at once (a descriptor that cannot do it, and an offset out of range) may
+fail with either errno. Not compared: st_blocks, modes, link counts, times, directory
+sizes, the result of drop_caches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
+import json
 import os
 import random
 import stat
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.targets.protocols import AnyFileSystem, features_of
+from pytest_folio.model.vfs import MAX_LFS_FILESIZE
+from pytest_folio.shrink import ddmin
+from pytest_folio.targets.protocols import (
+    AnyFileSystem,
+    Directories,
+    DropCaches,
+    features_of,
+    supports,
+)
 from pytest_folio.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -37,103 +57,292 @@ from pytest_folio.uapi import (
 
 Op = tuple[Any, ...]
 Outcome = tuple[str, Any]
+# An offset or length relative to the file's size when the operation runs:
+# ("eof", align, delta) is the size rounded up to ``align``, plus ``delta`` (within 0 and
+# MAX_LFS_FILESIZE: an off_t). Both sides resolve it from their own fstat, which the
+# comparison keeps equal.
+Anchor = tuple[str, int, int]
 
 SLOTS = 4
 MAXLEN = 12 * PAGE_SIZE
-NAMES = ["a", "b", "d/c", "d/e/f", "d", "d/e", "g/", "a/"]
-FLAGS = [
-    os.O_RDWR | os.O_CREAT, os.O_RDWR | os.O_CREAT, os.O_RDWR | os.O_CREAT, os.O_RDONLY,
-    os.O_WRONLY, os.O_RDWR | os.O_CREAT | os.O_EXCL, os.O_RDWR | os.O_TRUNC,
-    os.O_WRONLY | os.O_APPEND | os.O_CREAT, os.O_RDONLY | os.O_DIRECTORY,
-    os.O_RDONLY | os.O_TRUNC,
-]
-MODE_FEATURE = FALLOC_MODE_FEATURE  # the modes generate() draws from, by feature
+FILES = ["a", "b", "a", "b", "d/c", "d/e/f"]
+DIRS = ["d", "d/e", "g"]
+FLAT = ["a", "b", "c"]              # the names of a target without directories
+FAR = [1 << 32, 1 << 44]            # 4 GiB (32-bit offsets), 16 TiB (32-bit page indexes)
+BIG = 1 << 20                       # a bulk transfer: files of several MiB pass any cache
+NEAR = 8 << 20                      # the final comparison reads files up to here, and...
+WINDOW = 64 << 10                   # ...this much around each far offset and before EOF
+MODE_FEATURE = FALLOC_MODE_FEATURE
 # invalid combinations: vfs_fallocate refuses them before the file system is asked
-BAD_MODES = [FALLOC_FL_PUNCH_HOLE, FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_KEEP_SIZE,
-             FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0x100]
-# refused with EINVAL before Linux 6.13 and EOPNOTSUPP since: not for a differential
-# run between two kernels, or a kernel and the reference
+BAD_MODES = [FALLOC_FL_PUNCH_HOLE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE
+             | FALLOC_FL_KEEP_SIZE, 0x100]
+# refused with EINVAL before Linux 6.13 and EOPNOTSUPP since: never generated
 VERSION_DEPENDENT_MODES = [FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_KEEP_SIZE]
-_KINDS = ["open", "close", "pread", "pwrite", "ftruncate", "fstat", "mmap_read", "mmap_write",
-          "copy", "fallocate", "fsync", "unlink", "mkdir", "rmdir", "rename", "listdir", "stat"]
-_WEIGHTS = [8, 3, 10, 14, 6, 4, 5, 5, 3, 6, 1, 2, 2, 2, 2, 1, 2]
+# every call of the FileSystem protocol, and the capability calls, with its weight in a
+# sequence and the family a target must have for it to be sent (None: every target)
+CALLS: dict[str, tuple[int, str | None]] = {
+    "open": (10, None), "close": (2, None), "pread": (10, None), "pwrite": (14, None),
+    "ftruncate": (5, None), "fstat": (2, None), "fsync": (2, None),
+    "fallocate": (6, "fallocate"), "copy_file_range": (3, "copy_range"),
+    "mmap_read": (6, "mmap"), "mmap_write": (5, "mmap"), "unlink": (2, None),
+    "mkdir": (2, "directories"), "rmdir": (2, "directories"), "rename": (3, None),
+    "listdir": (1, None), "stat": (2, None), "drop_caches": (2, "drop_caches"),
+}
+_PATTERN = random.Random(0x5EED).randbytes(65521)    # a prime period: shifts show
+_PROBE = ".folio-oracle-probe"
 
 
-def fallocate_modes(a: AnyFileSystem, b: AnyFileSystem, bad_modes: list[int] | None = None
-                    ) -> list[int]:
-    """Modes both support (collapse/insert only at equal block sizes: they must be
-    block aligned), or all of them when neither supports fallocate, plus ``bad_modes``
-    (default :data:`BAD_MODES`)."""
-    bad = BAD_MODES if bad_modes is None else bad_modes
-    ours, theirs = features_of(a), features_of(b)
-    if "fallocate" not in ours and "fallocate" not in theirs:
-        return [*MODE_FEATURE, *bad]
-    common = ours & theirs
-    if a.blocksize != b.blocksize:
-        common -= {"collapse_range", "insert_range"}
-    return [m for m, f in MODE_FEATURE.items() if f in common] + bad
+def pattern(n: int, tag: int) -> bytes:
+    """``n`` bytes of the data written by the operation tagged ``tag``."""
+    start = tag * 977 % len(_PATTERN)
+    if start + n <= len(_PATTERN):
+        return _PATTERN[start:start + n]
+    reps = (start + n) // len(_PATTERN) + 1
+    return (_PATTERN * reps)[start:start + n]
 
 
-def generate(seed: int, modes: list[int], count: int = 600, maxlen: int = MAXLEN,
-             unit: int = PAGE_SIZE) -> list[Op]:
-    """``count`` operations from ``seed``; offsets and lengths gather on multiples of
-    ``unit`` (collapse and insert ranges are made of them) within ``maxlen``."""
-    rnd = random.Random(seed)
+def _errno_of(call: Callable[[], object]) -> int | None:
+    try:
+        call()
+    except OSError as exc:
+        return exc.errno
+    return None
 
-    def length() -> int:
-        return rnd.choice([0, 1, 100, unit, unit + 904, rnd.randrange(maxlen // 2)])
 
-    def offset() -> int:
-        return rnd.choice([0, unit, 3 * unit, rnd.randrange(maxlen),
-                           rnd.randrange(16) * unit // 2])
+def supported(fs: AnyFileSystem) -> frozenset[str]:
+    """The operation families ``fs`` has: its features (:func:`features_of`: the
+    optional calls it has, narrowed by its ``features``), ``drop_caches`` when it is a
+    :class:`DropCaches`, ``directories`` when it has them and its mkdir does not say
+    EOPNOTSUPP,
+    ``rename_directories`` unless a directory's rename does, and the far offsets its
+    files reach (:func:`_file_sizes`), each probed on a scratch name removed again.
+    The one place this is decided; nothing of a family ``fs`` lacks is ever sent to it."""
+    have = set(features_of(fs))
+    if isinstance(fs, DropCaches):
+        have.add("drop_caches")
+    if supports(fs, Directories) and _errno_of(lambda: fs.mkdir(_PROBE)) != errno.EOPNOTSUPP:
+        have.add("directories")
+        moved = _PROBE + "-moved"
+        if _errno_of(lambda: fs.rename(_PROBE, moved)) != errno.EOPNOTSUPP:
+            have.add("rename_directories")
+            _errno_of(lambda: fs.rmdir(moved))
+        _errno_of(lambda: fs.rmdir(_PROBE))
+    have.update(_file_sizes(fs))
+    return frozenset(have)
 
-    def slot() -> int:
-        return rnd.randrange(SLOTS)
 
-    ops: list[Op] = []
-    for _ in range(count):
-        kind = rnd.choices(_KINDS, _WEIGHTS)[0]
-        if kind == "open":
-            ops.append((kind, slot(), rnd.choice(NAMES), rnd.choice(FLAGS)))
-        elif kind in ("close", "fstat", "fsync"):
-            ops.append((kind, slot()))
-        elif kind == "pread":
-            ops.append((kind, slot(), length(), offset()))
-        elif kind == "pwrite":
-            ops.append((kind, slot(), length(), offset(), rnd.randrange(1, 256)))
-        elif kind == "ftruncate":
-            ops.append((kind, slot(), rnd.choice([0, 100, unit + 904, rnd.randrange(maxlen)])))
-        elif kind == "mmap_read":
-            ops.append((kind, slot(), offset(), rnd.choice([1, 100, PAGE_SIZE, 9000])))
-        elif kind == "mmap_write":
-            ops.append((kind, slot(), offset(), rnd.choice([1, 100, 5000]),
-                        rnd.randrange(1, 256)))
-        elif kind == "copy":
-            ops.append((kind, slot(), slot(), length(), offset(), offset()))
-        elif kind == "fallocate":
-            mode = rnd.choice(modes)
-            if mode in (FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE) and rnd.random() < .8:
-                ops.append((kind, slot(), mode, rnd.randrange(8) * unit,
-                            rnd.randrange(1, 3) * unit))
-            else:
-                ops.append((kind, slot(), mode, offset(), length()))
-        elif kind == "rename":
-            ops.append((kind, rnd.choice(NAMES), rnd.choice(NAMES)))
+def _file_sizes(fs: AnyFileSystem) -> set[str]:
+    """``offsets_4g``, ``offsets_16t``, ``offsets_max``: the far regions a scratch file
+    can be truncated up to (ext4 stops short of 16 TiB; a file system holding files in
+    one piece of memory fails at once, which is an answer too)."""
+    have: set[str] = set()
+    try:
+        fd = fs.open(_PROBE, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    except OSError:
+        return have
+    try:
+        for family, size in (("offsets_4g", FAR[0] + BIG), ("offsets_16t", FAR[1] + BIG),
+                             ("offsets_max", MAX_LFS_FILESIZE)):
+            try:
+                fs.ftruncate(fd, size)
+            except (OSError, MemoryError, OverflowError):
+                break
+            have.add(family)
+        with contextlib.suppress(OSError):
+            fs.ftruncate(fd, 0)
+    finally:
+        with contextlib.suppress(OSError):
+            fs.close(fd)
+        with contextlib.suppress(OSError):
+            fs.unlink(_PROBE)
+    return have
+
+
+def common(target: AnyFileSystem, oracle: AnyFileSystem) -> frozenset[str]:
+    """The families both have (the oracle being the reference, what the target has),
+    and drop_caches when the target has it (it changes no answer: each side that has it
+    is asked); collapse and insert range only at equal block sizes (they are aligned)."""
+    have = supported(target)
+    both = have & supported(oracle) | have & {"drop_caches"}
+    if target.blocksize != oracle.blocksize:
+        both -= {"collapse_range", "insert_range"}
+    return both
+
+
+def fallocate_modes(families: frozenset[str]) -> list[int]:
+    """The fallocate modes of those families, and the invalid ones every fallocate must
+    refuse alike; none without fallocate."""
+    modes = [m for m, f in MODE_FEATURE.items() if f in families]
+    return modes + BAD_MODES if modes else []
+
+
+class _Gen:
+    """The arguments of each call, drawn from one seeded random source."""
+
+    def __init__(self, seed: int, families: frozenset[str], maxlen: int, unit: int) -> None:
+        self.rnd = random.Random(seed)
+        self.families, self.maxlen, self.unit = families, maxlen, unit
+        self.modes = fallocate_modes(families)
+        self.dirs = "directories" in families
+        self.far = [at for at, family in zip(FAR, ("offsets_4g", "offsets_16t"), strict=True)
+                    if family in families]
+        self.tag = 0
+
+    def slot(self) -> int:
+        return self.rnd.randrange(SLOTS)
+
+    def name(self, dirs: bool = True, p_dir: float = .35) -> str:
+        """A name, now and then with a trailing slash; a directory's with ``p_dir``."""
+        rnd = self.rnd
+        if not self.dirs:
+            base = rnd.choice(FLAT)
+        elif dirs and rnd.random() < p_dir:
+            base = rnd.choice(DIRS)
         else:
-            ops.append((kind, rnd.choice(NAMES)))
+            base = rnd.choice(FILES)
+        return base + "/" if rnd.random() < .07 else base
+
+    def flags(self) -> int:
+        rnd = self.rnd
+        flags = rnd.choices([os.O_RDWR, os.O_RDONLY, os.O_WRONLY], [5, 2, 1])[0]
+        for bit, p in ((os.O_CREAT, .75), (os.O_APPEND, .12), (os.O_TRUNC, .08),
+                       (os.O_EXCL, .05), (os.O_DIRECTORY, .04)):
+            if rnd.random() < p:
+                flags |= bit
+        if flags & os.O_CREAT and flags & os.O_DIRECTORY:  # EINVAL only since Linux 6.4
+            flags &= ~os.O_DIRECTORY
+        return flags
+
+    def length(self) -> int:
+        rnd, unit = self.rnd, self.unit
+        if rnd.random() < .01:
+            return BIG
+        return rnd.choice([0, 1, 100, PAGE_SIZE, unit, unit + 904, PAGE_SIZE - 1,
+                           rnd.randrange(self.maxlen // 2)])
+
+    def offset(self) -> int | Anchor:
+        rnd, unit = self.rnd, self.unit
+        region = rnd.random()
+        if region < .2:
+            return self.anchor()
+        if region < .28 and self.far:
+            return rnd.choice(self.far) + rnd.choice([0, 0, 1, -1, 100, -100, PAGE_SIZE,
+                                                      -PAGE_SIZE, unit, -unit])
+        if region < .31 and "offsets_max" in self.families:
+            return MAX_LFS_FILESIZE - rnd.choice([0, 1, 4, 100, PAGE_SIZE - 1, PAGE_SIZE,
+                                                  PAGE_SIZE + 1, 2 * PAGE_SIZE, unit,
+                                                  unit + PAGE_SIZE])
+        if region < .32:
+            return rnd.randrange(4) * BIG
+        return rnd.choice([0, unit, 3 * unit, unit - 1, unit + 1, PAGE_SIZE,
+                           rnd.randrange(self.maxlen), rnd.randrange(16) * unit // 2])
+
+    def anchor(self) -> Anchor:
+        """Around EOF: the size itself, the end of its page, the end of its block."""
+        rnd = self.rnd
+        return ("eof", rnd.choice([1, PAGE_SIZE, self.unit]),
+                rnd.choice([0, 0, 1, -1, 100, -100, PAGE_SIZE, -PAGE_SIZE, self.unit]))
+
+    def next_tag(self) -> int:
+        self.tag += 1
+        return self.tag
+
+    def op(self, kind: str) -> Op:
+        rnd, slot = self.rnd, self.slot
+        if kind == "open":
+            return (kind, slot(), self.name(p_dir=.08), self.flags())
+        if kind in ("close", "fstat", "fsync"):
+            return (kind, slot())
+        if kind == "pread":
+            return (kind, slot(), self.length(), self.offset())
+        if kind == "pwrite":
+            return (kind, slot(), self.length(), self.offset(), self.next_tag())
+        if kind == "ftruncate":
+            return (kind, slot(), rnd.choice([0, 100, self.unit + 904,
+                                              rnd.randrange(self.maxlen), self.offset()]))
+        if kind == "mmap_read":
+            return (kind, slot(), self.offset(),
+                    rnd.choice([1, 100, PAGE_SIZE, 9000, self.unit]))
+        if kind == "mmap_write":
+            return (kind, slot(), self.offset(), rnd.choice([1, 100, 5000, self.unit]),
+                    self.next_tag())
+        if kind == "copy_file_range":
+            if rnd.random() < .4:       # whole blocks, as a reflink-capable one shares them
+                return (kind, slot(), slot(), rnd.randrange(1, 4) * self.unit,
+                        rnd.randrange(4) * self.unit, rnd.randrange(4) * self.unit)
+            return (kind, slot(), slot(), self.length(), self.offset(), self.offset())
+        if kind == "fallocate":
+            mode = rnd.choice(self.modes)
+            if mode in (FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE) and rnd.random() < .8:
+                return (kind, slot(), mode, rnd.randrange(8) * self.unit,
+                        rnd.randrange(1, 3) * self.unit)
+            return (kind, slot(), mode, self.offset(), self.length())
+        if kind == "rename":
+            dirs = "rename_directories" in self.families
+            return (kind, self.name(dirs), self.name(dirs))
+        if kind == "mkdir":
+            return (kind, rnd.choice(DIRS) + rnd.choice(["", "", "", "/"]))
+        return (kind, self.name())
+
+
+def generate(seed: int, families: frozenset[str], count: int = 600, maxlen: int = MAXLEN,
+             unit: int = PAGE_SIZE) -> list[Op]:
+    """``count`` operations from ``seed`` within ``families`` (see :func:`supported`);
+    near offsets and lengths gather on multiples of ``unit`` (collapse and insert ranges
+    are made of them) within ``maxlen``."""
+    gen = _Gen(seed, families, maxlen, unit)
+    kinds = [k for k, (_, family) in CALLS.items() if family is None or family in families]
+    if not gen.modes and "fallocate" in kinds:
+        kinds.remove("fallocate")
+    weights = [CALLS[k][0] for k in kinds]
+    return [gen.op(kind) for kind in gen.rnd.choices(kinds, weights, k=count)]
+
+
+# -- the log: a failing sequence, saved and replayed ----------------------------------------
+LOG_HEADER = "# pytest-folio differential log 1: one operation a line, as JSON"
+
+
+def dump_ops(ops: list[Op]) -> str:
+    """The ``.fsdiff`` text of ``ops`` (``--folio-fs-oracle-replay`` reads it back)."""
+    return "\n".join([LOG_HEADER, *(json.dumps(op) for op in ops)]) + "\n"
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def load_ops(text: str, where: str = "log") -> list[Op]:
+    """Operations from ``.fsdiff`` text; ValueError naming the line when it is not one."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != LOG_HEADER:
+        raise ValueError(f"{where}: not a differential log (the first line is not "
+                         f"{LOG_HEADER!r})")
+    ops: list[Op] = []
+    for number, line in enumerate(lines[1:], 2):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            op = _tuples(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}:{number}: not JSON: {exc}") from None
+        if not isinstance(op, tuple) or not op or op[0] not in CALLS:
+            raise ValueError(f"{where}:{number}: not an operation: {line.strip()}")
+        ops.append(op)
     return ops
 
 
+# -- running and comparing --------------------------------------------------------------------
 def describe(op: Op) -> str:
-    """An operation as a call: ``pwrite(slot 1, 100 bytes of 0xab, at 4096)``."""
+    """An operation as a call, with the arguments actually passed:
+    ``pwrite(slot 1, 100 bytes, at 4096)``."""
     kind, *args = op
     if kind == "pwrite":
-        return f"pwrite(slot {args[0]}, {args[1]} bytes of {args[3]:#04x}, at {args[2]})"
+        return f"pwrite(slot {args[0]}, {args[1]} bytes, at {args[2]})"
     if kind == "mmap_write":
-        return f"mmap_write(slot {args[0]}, at {args[1]}, {args[2]} bytes of {args[3]:#04x})"
+        return f"mmap_write(slot {args[0]}, at {args[1]}, {args[2]} bytes)"
     if kind == "open":
-        return f"open(slot {args[0]}, {args[1]!r}, {args[2]:#o})"
-    if kind == "copy":
+        return f"open(slot {args[0]}, {args[1]!r}, {_flags(args[2])})"
+    if kind == "copy_file_range":
         return (f"copy_file_range(slot {args[0]} -> slot {args[1]}, {args[2]} bytes, "
                 f"{args[3]} -> {args[4]})")
     if kind == "fallocate":
@@ -141,6 +350,14 @@ def describe(op: Op) -> str:
     if kind in ("close", "fstat", "fsync", "pread", "ftruncate", "mmap_read"):
         return f"{kind}(slot {args[0]}{''.join(f', {a}' for a in args[1:])})"
     return f"{kind}({', '.join(map(repr, args))})"
+
+
+def _flags(flags: int) -> str:
+    words = [{os.O_RDONLY: "O_RDONLY", os.O_WRONLY: "O_WRONLY",
+              os.O_RDWR: "O_RDWR"}.get(flags & os.O_ACCMODE, hex(flags & os.O_ACCMODE))]
+    words += [name for name in ("O_CREAT", "O_EXCL", "O_TRUNC", "O_APPEND", "O_DIRECTORY")
+              if flags & getattr(os, name)]
+    return "|".join(words)
 
 
 def short(outcome: Outcome) -> str:
@@ -153,75 +370,158 @@ def short(outcome: Outcome) -> str:
     return f"{kind} {value!r}" if value is not None else kind
 
 
-class Runner:
-    """Applies operations to one file system, remembering which fd each slot holds."""
+def _range(op: Op) -> tuple[int, int] | None:
+    """The file range a resolved operation touches (fsx marks those with ``*``)."""
+    kind, *args = op
+    if kind in ("pwrite", "pread"):
+        return args[2], args[2] + args[1]
+    if kind in ("mmap_read", "mmap_write"):
+        return args[1], args[1] + args[2]
+    if kind == "ftruncate":
+        return min(args[1], MAX_LFS_FILESIZE), MAX_LFS_FILESIZE
+    if kind == "fallocate":
+        return args[2], args[2] + args[3]
+    if kind == "copy_file_range":
+        return args[4], args[4] + args[2]
+    return None
 
-    def __init__(self, fs: AnyFileSystem, *, clip_mapped_writes: bool = False) -> None:
+
+@dataclasses.dataclass
+class _Slot:
+    fd: int = -1
+    flags: int = 0
+    is_dir: bool = False
+
+
+class Runner:
+    """Applies operations to one file system, remembering what each slot holds.
+
+    ``clip_mapped_writes``: a mapped write is sent only where Linux defines its bytes
+    (see :meth:`mapped_length`); off, it is sent as generated (the reference against
+    ramfs and tmpfs, which keep what a mapping stores past EOF in the EOF page)."""
+
+    def __init__(self, fs: AnyFileSystem, *, clip_mapped_writes: bool = True,
+                 drop_caches: bool = True) -> None:
         self.fs = fs
-        self.fds: list[int] = [-1] * SLOTS
+        self.slots = [_Slot() for _ in range(SLOTS)]
         self.clip_mapped_writes = clip_mapped_writes
+        self.drop = drop_caches and isinstance(fs, DropCaches)
+
+    def size(self, slot: int) -> int:
+        """The size of the slot's file; 0 for a directory (whose size is not compared)
+        or a closed slot."""
+        try:
+            st = self.fs.fstat(self.slots[slot].fd)
+        except OSError:
+            return 0
+        return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+    def resolve(self, op: Op) -> Op:
+        """``op`` with every :data:`Anchor` turned into a number, from this side's size
+        of the file the slot holds, and a mapped write's length as it is sent."""
+        kind = op[0]
+        if not any(isinstance(a, tuple) for a in op) and kind != "mmap_write":
+            return op
+        size: int | None = None
+        out = []
+        for arg in op:
+            if isinstance(arg, tuple):
+                if size is None:
+                    size = self.size(op[1])
+                _, align, delta = arg
+                arg = min(max(0, -(-size // align) * align + delta), MAX_LFS_FILESIZE)
+            out.append(arg)
+        if kind == "mmap_write" and self.clip_mapped_writes:
+            out[3] = self.mapped_length(out[1], out[2], out[3])
+        return tuple(out)
+
+    def mapped_length(self, slot: int, offset: int, length: int) -> int:
+        """What of a mapped write Linux defines: the part inside the file; all of it
+        when it lies entirely past the page holding EOF (both sides must fault); nothing
+        (the write is not sent) when it starts past EOF inside that page, where a disk
+        file system's writeback zeroes what ramfs and tmpfs keep."""
+        size = self.size(slot)
+        if offset >= -(-size // PAGE_SIZE) * PAGE_SIZE:
+            return length
+        return max(0, min(length, size - offset))
 
     def apply(self, op: Op) -> Outcome:
+        """Apply a resolved operation: ``ok`` and its result, ``err`` and the errno's
+        name, or ``not sent`` (a mapped write of no bytes: no call at all)."""
         try:
             return ("ok", self._apply(op))
         except OSError as exc:
             return ("err", errno.errorcode.get(exc.errno or 0, exc.errno))
 
     def _apply(self, op: Op) -> Any:
-        fs, fds = self.fs, self.fds
+        fs, slots = self.fs, self.slots
         kind, *args = op
         if kind == "open":
-            slot, name, flags = args
-            if fds[slot] >= 0:
-                fs.close(fds[slot])
-                fds[slot] = -1
-            fds[slot] = fs.open(name, flags, 0o644)
+            slot = slots[args[0]]
+            if slot.fd >= 0:
+                fs.close(slot.fd)
+                slot.fd = -1
+            fd = fs.open(args[1], args[2], 0o644)
+            slots[args[0]] = _Slot(fd, args[2], stat.S_ISDIR(fs.fstat(fd).st_mode))
             return None
         if kind == "close":
-            fd, fds[args[0]] = fds[args[0]], -1
+            slot = slots[args[0]]
+            fd, slot.fd = slot.fd, -1
             return fs.close(fd)
-        if kind == "pread":
-            return fs.pread(fds[args[0]], args[1], args[2])
-        if kind == "pwrite":
-            return fs.pwrite(fds[args[0]], bytes([args[3]]) * args[1], args[2])
-        if kind == "ftruncate":
-            return fs.ftruncate(fds[args[0]], args[1])
         if kind == "fstat":
-            st = fs.fstat(fds[args[0]])
+            st = fs.fstat(slots[args[0]].fd)
             return st.st_size if stat.S_ISREG(st.st_mode) else "dir"
-        if kind == "fsync":
-            return fs.fsync(fds[args[0]])
-        if kind == "mmap_read":
-            return fs.mmap_read(fds[args[0]], args[1], args[2])
-        if kind == "mmap_write":
-            length = args[2]
-            if self.clip_mapped_writes:
-                st = fs.fstat(fds[args[0]])
-                if stat.S_ISREG(st.st_mode):
-                    length = max(0, min(length, st.st_size - args[1]))
-            return fs.mmap_write(fds[args[0]], args[1], bytes([args[3]]) * length)
-        if kind == "copy":
-            return fs.copy_file_range(fds[args[0]], fds[args[1]], *args[2:])
-        if kind == "fallocate":
-            return fs.fallocate(fds[args[0]], *args[1:])
         if kind == "stat":
             st = fs.stat(args[0])
             return st.st_size if stat.S_ISREG(st.st_mode) else "dir"
-        if kind == "listdir":
-            return fs.listdir(args[0])
-        return getattr(fs, kind)(*args)
+        if kind == "drop_caches":
+            if self.drop:
+                assert isinstance(fs, DropCaches)
+                with contextlib.suppress(OSError):   # a name that is gone: nothing to drop
+                    fs.drop_caches(args[0])
+            return None
+        if kind == "copy_file_range":
+            return fs.copy_file_range(slots[args[0]].fd, slots[args[1]].fd, *args[2:])
+        if kind in ("unlink", "mkdir", "rmdir", "rename", "listdir"):
+            return getattr(fs, kind)(*args)
+        fd = slots[args[0]].fd
+        if kind == "pread":
+            return fs.pread(fd, args[1], args[2])
+        if kind == "pwrite":
+            return fs.pwrite(fd, pattern(args[1], args[3]), args[2])
+        if kind == "mmap_write":
+            if not args[2]:
+                return "not sent"
+            return fs.mmap_write(fd, args[1], pattern(args[2], args[3]))
+        if kind == "mmap_read":
+            return fs.mmap_read(fd, args[1], args[2])
+        return getattr(fs, kind)(fd, *args[1:])
+
+    def two_bad_arguments(self, op: Op) -> bool:
+        """Whether ``op`` has a descriptor that cannot do it and an offset out of range
+        at once: Linux checks them in an order no other implementation has to share."""
+        kind, *args = op
+        rng = _range(op)
+        if rng is None or kind == "ftruncate":
+            return False
+        slot = self.slots[args[0]]
+        write = kind in ("pwrite", "mmap_write", "fallocate", "copy_file_range")
+        wrong = (slot.fd < 0 or slot.is_dir
+                 or slot.flags & os.O_ACCMODE == (os.O_RDONLY if write else os.O_WRONLY))
+        return wrong and (rng[0] < 0 or rng[1] > MAX_LFS_FILESIZE)
 
     def close_all(self) -> None:
-        for slot, fd in enumerate(self.fds):
-            if fd >= 0:
+        for slot, each in enumerate(self.slots):
+            if each.fd >= 0:
                 self.apply(("close", slot))
 
     def snapshot(self) -> dict[str, Any]:
-        """Every file's bytes and every directory's names, walked from the root."""
+        """Every directory's names, and every file's size and bytes: all of them up to
+        :data:`NEAR`, :data:`WINDOW` around each far offset and before EOF."""
         out: dict[str, Any] = {}
 
         def walk(path: str) -> None:
-            for name in self.fs.listdir(path):
+            for name in sorted(self.fs.listdir(path)):
                 full = f"{path}/{name}" if path else name
                 st = self.fs.stat(full)
                 if stat.S_ISDIR(st.st_mode):
@@ -229,51 +529,137 @@ class Runner:
                     walk(full)
                 else:
                     fd = self.fs.open(full, os.O_RDONLY)
-                    out[full] = self.fs.pread(fd, st.st_size + 1, 0)
+                    out[full] = (st.st_size, self.read_windows(fd, st.st_size))
                     self.fs.close(fd)
 
         walk("")
         return out
 
+    def read_windows(self, fd: int, size: int) -> bytes:
+        spans = [(0, NEAR), (size - WINDOW, size)]
+        spans += [(a - WINDOW, a + WINDOW) for a in [*FAR, MAX_LFS_FILESIZE - WINDOW]]
+        merged: list[list[int]] = []
+        for lo, hi in sorted((max(0, lo), min(size, hi)) for lo, hi in spans):
+            if lo >= hi:
+                continue
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        return b"".join(self.fs.pread(fd, hi - lo, lo) for lo, hi in merged)
+
 
 @dataclasses.dataclass(eq=False)
 class Mismatch(AssertionError):
     """The first difference: ``index`` is the operation's number (None for the final
-    comparison of the trees); ``log`` the operations up to it with the oracle's outcomes."""
+    comparison of the trees); ``log`` the operations up to it, as sent, with the
+    oracle's outcomes; ``detail`` where two byte strings first differ."""
 
     index: int | None
     what: str
     target: str
     oracle: str
     log: list[str]
+    detail: str = ""
 
     def __str__(self) -> str:
         where = f"op {self.index}: {self.what}" if self.index is not None else self.what
         return f"{where}: target {self.target}, oracle {self.oracle}"
 
 
+def first_difference(ours: bytes, theirs: bytes, base: int, sent: list[Op]) -> str:
+    """Where two reads first differ: the file offset, 16 bytes of each side there, and
+    the operations sent whose range covers it marked ``*`` (as fsx marks its log)."""
+    at = next((i for i, (x, y) in enumerate(zip(ours, theirs, strict=False)) if x != y),
+              min(len(ours), len(theirs)))
+    offset = base + at
+    lines = [f"first difference at file offset {offset} ({offset:#x}): "
+             f"target {ours[at:at + 16].hex(' ')}, oracle {theirs[at:at + 16].hex(' ')}"
+             f" (lengths {len(ours)} and {len(theirs)})",
+             "operations whose range covers it (*):"]
+    touching = [(n, op) for n, op in enumerate(sent)
+                if (rng := _range(op)) is not None and rng[0] <= offset < rng[1]]
+    lines += [f"* {n}: {describe(op)}" for n, op in touching[-8:]]
+    return "\n".join(lines)
+
+
 def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
-            clip_mapped_writes: bool = True) -> None:
-    """Apply ``ops`` to both; raise :class:`Mismatch` at the first difference."""
+            clip_mapped_writes: bool = True, any_errno: bool = False) -> None:
+    """Apply ``ops`` to both; raise :class:`Mismatch` at the first difference.
+    ``any_errno``: two errors match whatever their errnos (``reference:errors=any``)."""
     ours, theirs = (Runner(fs, clip_mapped_writes=clip_mapped_writes)
                     for fs in (target, oracle))
-    log: list[str] = []
+    sent: list[Op] = []
+    outcomes: list[Outcome] = []
+
+    def log() -> list[str]:     # written out only for a difference
+        return [f"{n}: {describe(op)} -> {short(out)}"
+                for n, (op, out) in enumerate(zip(sent, outcomes, strict=True))]
+
     for n, op in enumerate(ops):
-        a, b = ours.apply(op), theirs.apply(op)
-        log.append(f"{n}: {describe(op)} -> {short(b)}")
-        if a != b:
-            raise Mismatch(n, describe(op), short(a), short(b), log)
-        for slot in range(SLOTS):
-            x, y = ours.apply(("fstat", slot)), theirs.apply(("fstat", slot))
-            if x != y:
-                raise Mismatch(n, f"{describe(op)}, then fstat(slot {slot})", short(x),
-                               short(y), log)
+        a_op, b_op = ours.resolve(op), theirs.resolve(op)
+        b = theirs.apply(b_op)
+        a = ours.apply(a_op)
+        sent.append(b_op)
+        outcomes.append(b)
+        if a != b and not (a[0] == b[0] == "err" and (any_errno
+                                                      or theirs.two_bad_arguments(b_op))):
+            detail = ""
+            if isinstance(a[1], bytes) and isinstance(b[1], bytes):
+                rng = _range(b_op)
+                detail = first_difference(a[1], b[1], rng[0] if rng else 0, sent)
+            raise Mismatch(n, describe(a_op), short(a), short(b), log(), detail)
+        if b[0] == "ok" and _range(b_op) is not None:
+            for slot in {op[1], op[2]} if op[0] == "copy_file_range" else {op[1]}:
+                sa, sb = ours.apply(("fstat", slot)), theirs.apply(("fstat", slot))
+                if sa != sb:
+                    raise Mismatch(n, f"{describe(b_op)}, then fstat(slot {slot})",
+                                   short(sa), short(sb), log())
     ours.close_all()
     theirs.close_all()
-    mine, good = ours.snapshot(), theirs.snapshot()
+    good = theirs.snapshot()
+    try:
+        mine = ours.snapshot()
+    except OSError as exc:
+        raise Mismatch(None, f"after {len(ops)} ops, reading every file back",
+                       short(("err", errno.errorcode.get(exc.errno or 0, exc.errno))), "ok",
+                       log()) from None
     if mine != good:
-        names = sorted(set(mine) | set(good))
-        name = next(n for n in names if mine.get(n) != good.get(n))
-        raise Mismatch(None, f"after {len(ops)} ops, {name!r}",
-                       short(("ok", mine.get(name, "missing"))),
-                       short(("ok", good.get(name, "missing"))), log)
+        name = next(n for n in sorted(set(mine) | set(good)) if mine.get(n) != good.get(n))
+        x: Any = mine.get(name, "missing")
+        y: Any = good.get(name, "missing")
+        detail = ""
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if x[0] != y[0]:
+                x, y = f"size {x[0]}", f"size {y[0]}"
+            else:
+                detail = first_difference(x[1], y[1], 0, sent)
+                x, y = x[1], y[1]
+        raise Mismatch(None, f"after {len(ops)} ops, {name!r}", short(("ok", x)),
+                       short(("ok", y)), log(), detail)
+
+
+Pair = Callable[[], AbstractContextManager[tuple[AnyFileSystem, AnyFileSystem]]]
+
+
+def shrink(ops: list[Op], first: Mismatch, pair: Pair, *, seconds: float = 10.0,
+           max_tries: int = 300, **options: Any) -> tuple[list[Op], Mismatch]:
+    """The shortest sequence still showing a difference that ddmin finds within the
+    budget (each try on a fresh target and oracle from ``pair``), and its difference.
+    ``first`` is the difference ``ops`` showed: what follows its operation is dropped."""
+    if first.index is not None:
+        ops = ops[:first.index + 1]
+    def run(candidate: list[Op]) -> Mismatch | None:
+        with pair() as (target, oracle):
+            try:
+                compare(target, oracle, candidate, **options)
+            except Mismatch as exc:
+                return exc
+        return None
+
+    short_ops = ddmin(ops, lambda c: run(c) is not None, seconds=seconds,
+                      max_tries=max_tries)
+    found = run(short_ops)
+    assert found is not None
+    return short_ops, found
+

@@ -31,6 +31,7 @@ from pytest_folio.targets.spec import TargetError
 
 OPTION = "--folio-fs"
 ORACLE_OPTION = "--folio-fs-oracle"
+ORACLE_OFF = "none"              # --folio-fs-oracle=none: differential mode off
 
 
 def _memory(value: str) -> int:
@@ -131,14 +132,50 @@ def resolve_fs_target(text: str, option: str = OPTION, kind: str | None = None) 
     return FsTarget.resolve(text, option, kind)
 
 
-def resolve_fs_oracle(text: str, option: str = ORACLE_OPTION,
-                      kind: str | None = None) -> FsTarget:
-    """``--folio-fs-oracle``: ``reference`` (with every feature unless its knobs say
-    otherwise, so whatever the target supports is compared) or a directory."""
-    target = resolve_fs_target(text, option, kind)
-    if target.kind == "factory":
-        raise TargetError(f"{option}: {text!r}: the oracle is reference or a directory")
-    if target.kind == "reference":
-        return dataclasses.replace(target, knobs={"features": "full", **target.knobs},
-                                   options={"features": "full", **target.options})
-    return target
+class FsOracle(FsTarget):
+    """A resolved ``--folio-fs-oracle``: the reference (every feature unless its knobs
+    say otherwise) or a directory. ``reference:errors=any`` compares whether a call
+    failed, not which errno it failed with (for targets that do not promise Linux's
+    errno order)."""
+
+    option = ORACLE_OPTION
+    KNOBS: ClassVar[tuple[Knob, ...]] = (*FsTarget.KNOBS, Knob("errors", ("exact", "any")))
+
+    @property
+    def any_errno(self) -> bool:
+        """Whether an error on both sides matches whatever the errnos."""
+        return self.knobs.get("errors") == "any"
+
+
+def oracle_text(text: str | None, target: FsTarget) -> str | None:
+    """What ``--folio-fs-oracle`` means for ``target``: unset is ``reference`` (at the
+    target's block size) unless the target is the reference itself; ``none`` is off."""
+    if text is None:
+        return None if target.kind == "reference" else "reference"
+    return None if text.strip() == ORACLE_OFF else text
+
+
+def resolve_fs_oracle(text: str | None, target: FsTarget, option: str = ORACLE_OPTION,
+                      kind: str | None = None) -> FsOracle | None:
+    """``--folio-fs-oracle`` for ``target`` (see :func:`oracle_text`); None when off."""
+    text = oracle_text(text, target)
+    if text is None:
+        return None
+    oracle = FsOracle.resolve(text, option, kind)
+    if oracle.kind == "factory":
+        raise TargetError(f"{option}: {text!r}: the oracle is reference, a directory or "
+                          f"{ORACLE_OFF}")
+    if oracle.kind == "reference":
+        model = {k: v for k, v in oracle.options.items() if k != "errors"}
+        return dataclasses.replace(oracle, knobs={"features": "full", **oracle.knobs},
+                                   options={"features": "full", **model})
+    return oracle
+
+
+def fs_oracle_header(oracle: FsOracle | None) -> str:
+    """The run header's line about differential mode."""
+    if oracle is None:
+        return (f"folio: fs oracle none (differential tests off; {ORACLE_OPTION}=DIR compares "
+                f"--folio-fs with a directory)")
+    return (f"folio: fs oracle {oracle.label} (the differential tests compare --folio-fs "
+            f"with it; {ORACLE_OPTION}={ORACLE_OFF} turns them off)")

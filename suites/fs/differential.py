@@ -2,45 +2,81 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
 import pytest
 
-from pytest_folio.fixtures.fs import REPRODUCE, fs_rerun_command
+from pytest_folio.fixtures.fs import REPRODUCE, fs_rerun_command, fs_target
 from pytest_folio.fsx.oracle import (
-    BAD_MODES,
     MAXLEN,
-    VERSION_DEPENDENT_MODES,
     Mismatch,
+    common,
     compare,
-    fallocate_modes,
+    dump_ops,
     generate,
+    load_ops,
+    shrink,
 )
-from pytest_folio.session import settings
+from pytest_folio.session import session, settings
+from pytest_folio.sizes import format_size
 from pytest_folio.suites.fs.base import _Base
 from pytest_folio.targets.protocols import AnyFileSystem
 
+SHRINK_SECONDS = 10.0     # ddmin's budget: a handful of calls, found in seconds
+
 
 class FsDifferential(_Base):
-    """Differential mode (``--folio-fs-oracle``): one random sequence of
-    ``--folio-fsx-ops`` operations from the run's seed on the target and on the oracle,
-    every return value, errno, size and byte compared (:mod:`pytest_folio.fsx.oracle`).
-    The first difference is one line: the operation, both sides' outcomes, and the
-    command that replays it."""
+    """Differential mode (``--folio-fs-oracle``, on by default when ``--folio-fs`` is not
+    the reference): one random sequence of ``--folio-fsx-ops`` operations from the run's
+    seed on the target and on the oracle, every return value, errno, size and byte
+    compared (:mod:`pytest_folio.fsx.oracle`). A difference is shrunk to a handful of
+    calls, saved as a ``.fsdiff`` log and printed with the command that replays it
+    (``--folio-fs-oracle-replay``)."""
 
     def test_the_target_matches_the_oracle(self, filesystem: AnyFileSystem,
                                            fs_oracle: AnyFileSystem,
-                                           request: pytest.FixtureRequest) -> None:
+                                           request: pytest.FixtureRequest,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
         folio = settings(request.config)
-        modes = fallocate_modes(filesystem, fs_oracle, [
-            m for m in BAD_MODES if m not in VERSION_DEPENDENT_MODES])
-        ops = generate(folio.fsx_seed, modes, folio.fsx_ops,
-                       maxlen=max(MAXLEN, 3 * filesystem.blocksize))
+        oracle = session(request.config).fs_oracle
+        any_errno = oracle is not None and oracle.any_errno
+        if folio.fs_oracle_replay is not None:
+            ops = load_ops(folio.fs_oracle_replay.read_text(), str(folio.fs_oracle_replay))
+        else:
+            ops = generate(folio.fsx_seed, common(filesystem, fs_oracle), folio.fsx_ops,
+                           maxlen=max(MAXLEN, 3 * filesystem.blocksize),
+                           unit=filesystem.blocksize)
         try:
-            compare(filesystem, fs_oracle, ops)
+            compare(filesystem, fs_oracle, ops, any_errno=any_errno)
         except Mismatch as exc:
             found = exc
         else:
             return
         request.node.add_report_section("call", "differential", "\n".join(found.log[-25:]))
         request.node.stash[REPRODUCE] = False     # the message says it already
-        pytest.fail(f"differential: {found}; replay: {fs_rerun_command(request.node)}",
-                    pytrace=False)
+        blocksize = filesystem.blocksize
+
+        @contextmanager
+        def pair() -> Iterator[tuple[AnyFileSystem, AnyFileSystem]]:
+            assert oracle is not None
+            target = fs_target(request.config)
+            with ExitStack() as stack:
+                scratch = (tmp_path_factory.mktemp("folio-shrink")
+                           if target.kind == "factory" else None)
+                yield (stack.enter_context(target.open(blocksize, scratch)),
+                       stack.enter_context(oracle.open(blocksize)))
+
+        small, found = shrink(ops, found, pair, seconds=SHRINK_SECONDS, any_errno=any_errno)
+        where = folio.fsx_dir or tmp_path_factory.mktemp("folio-differential")
+        where.mkdir(parents=True, exist_ok=True)
+        log = where / f"differential-{format_size(blocksize)}.fsdiff"
+        log.write_text(dump_ops(small))
+        calls = "\n".join(f"  {line}" for line in found.log)
+        detail = f"\n{found.detail}" if found.detail else ""
+        keep = [f"--folio-fsx-dir={folio.fsx_dir}"] if folio.fsx_dir else []
+        replay = fs_rerun_command(request.node, *keep, f"--folio-fs-oracle-replay={log}")
+        pytest.fail(f"differential: {found}\n{len(small)} of {len(ops)} operations "
+                    f"show it (oracle's outcomes):\n{calls}{detail}\nlog: {log}\n"
+                    f"replay: {replay}", pytrace=False)
+

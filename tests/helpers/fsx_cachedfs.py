@@ -32,6 +32,7 @@ from pytest_folio.targets.protocols import (
     FS_FEATURES,
 )
 
+MAX_FILE_SIZE = (1 << 63) - 1       # s_maxbytes of a 64-bit kernel's ramfs and tmpfs
 MODE_MASK = (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE
              | FALLOC_FL_INSERT_RANGE)
 _FEATURE = {0: "fallocate", FALLOC_FL_PUNCH_HOLE: "punch_hole",
@@ -329,21 +330,30 @@ class CachedFS:
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
         inode = self.file(fd, read=True).inode
-        if n < 0 or offset < 0:
+        if n < 0 or offset < 0 or offset + n > MAX_FILE_SIZE:
             raise fail(errno.EINVAL, "pread")
         n = self.read_len(inode, n, offset)
         return self.read_range(inode, offset, n) if n else b""
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
         f = self.file(fd, write=True)
-        if offset < 0:
+        if offset < 0 or offset + len(data) > MAX_FILE_SIZE:
             raise fail(errno.EINVAL, "pwrite")
         offset = self.write_offset(f, offset)
         if not data:
             return 0
+        data = data[:self.write_limit(offset, len(data))]
         n = self.write_range(f.inode, bytes(data), offset)
         self.extend(f.inode, offset + n)
         return n
+
+    @staticmethod
+    def write_limit(offset: int, count: int) -> int:
+        """How much of a write at ``offset`` fits below the largest file size (EFBIG
+        when none does)."""
+        if offset >= MAX_FILE_SIZE:
+            raise fail(errno.EFBIG, f"write at {offset}")
+        return min(count, MAX_FILE_SIZE - offset)
 
     def write_offset(self, f: OpenFile, offset: int) -> int:
         return f.inode.size if f.flags & os.O_APPEND else offset
@@ -373,6 +383,14 @@ class CachedFS:
     def fstat(self, fd: int) -> os.stat_result:
         return self._stat(self.file(fd).inode)
 
+    def drop_caches(self, path: str) -> None:
+        """Write the file's dirty folios back and drop them all from the cache."""
+        inode = self.find(path)[1]
+        if inode is None:
+            raise fail(errno.ENOENT, path)
+        for folio in self.cached(inode):
+            self.evict(folio)
+
     def fsync(self, fd: int) -> None:
         for folio in self.cached(self.file(fd).inode):
             if folio.dirty:
@@ -388,6 +406,8 @@ class CachedFS:
         if self.bad_mode(mode):
             raise fail(errno.EOPNOTSUPP, what)
         inode = self.file(fd, write=True).inode
+        if offset + length > MAX_FILE_SIZE:
+            raise fail(errno.EFBIG, what)
         if _FEATURE[op] not in self.features:
             raise fail(errno.EOPNOTSUPP, what)
         end = offset + length
@@ -421,17 +441,31 @@ class CachedFS:
         if op == FALLOC_FL_COLLAPSE_RANGE:
             if offset + length >= size:
                 raise fail(errno.EINVAL, "collapse range reaches EOF")
-            tail = self.read_range(inode, offset + length, size - offset - length)
-            self.truncate(inode, offset)
-            self.write_range(inode, tail, offset)
-            inode.size = size - length
+            src, dst, new = offset + length, offset, size - length
         else:
             if offset >= size:
                 raise fail(errno.EINVAL, "insert range at or past EOF")
-            tail = self.read_range(inode, offset, size - offset)
+            if size + length > MAX_FILE_SIZE:
+                raise fail(errno.EFBIG, "insert range past the largest file size")
+            src, dst, new = offset, offset + length, size + length
+        if (src | dst) % self.blocksize:        # only a bug's alignment check lets it in
+            tail = self.read_range(inode, src, size - src)
             self.truncate(inode, offset)
-            self.write_range(inode, tail, offset + length)
-            inode.size = size + length
+            self.write_range(inode, tail, dst)
+        else:
+            self.move_blocks(inode, src // self.blocksize, dst // self.blocksize)
+        inode.size = new
+
+    def move_blocks(self, inode: Inode, src: int, dst: int) -> None:
+        """Blocks ``src`` on move to ``dst`` on (written back first; those from
+        min(src, dst) on that are not moved are freed): sparse files stay sparse."""
+        for folio in self.cached(inode):
+            self.evict(folio)
+        low = min(src, dst)
+        moved = {i - src + dst: b for i, b in inode.store.items() if i >= src}
+        for i in [i for i in inode.store if i >= low]:
+            del inode.store[i]
+        inode.store.update(moved)
 
     def aligned(self, offset: int, length: int) -> bool:
         return not (offset | length) % self.blocksize
@@ -447,7 +481,7 @@ class CachedFS:
             raise fail(errno.EBADF, "copy_file_range")
         if count < 0 or offset_src < 0 or offset_dst < 0:
             raise fail(errno.EINVAL, "copy_file_range")
-        count = self.copy_len(fin.inode, count, offset_src)
+        count = self.write_limit(offset_dst, self.copy_len(fin.inode, count, offset_src))
         if fin.inode is fout.inode and self.overlap(offset_src, offset_dst, count):
             raise fail(errno.EINVAL, "copy_file_range: overlapping ranges of one file")
         return self.copy_data(fin.inode, fout.inode, count, offset_src, offset_dst)
@@ -476,6 +510,9 @@ class CachedFS:
             raise fail(errno.EBADF, f"fd {fd}")
         if length == 0:                  # nothing is mapped, nothing can fault
             return f.inode
+        pages = -(-(offset % PAGE_SIZE + length) // PAGE_SIZE) * PAGE_SIZE
+        if not f.inode.is_dir and offset // PAGE_SIZE > (MAX_FILE_SIZE - pages) // PAGE_SIZE:
+            raise fail(errno.EOVERFLOW, "mmap: past the largest file size")
         if not f.readable or (write and not f.writable):
             raise fail(errno.EACCES, "mmap")
         if f.inode.is_dir:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.fixtures.fs import fs_target
-from pytest_folio.fsx.oracle import Mismatch, compare, fallocate_modes, generate
+from pytest_folio.fsx.oracle import Mismatch, common, compare, generate
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import DirectoryFS, directory_filesystem
@@ -36,8 +36,8 @@ SEEDS = [1, 2, 3, 4]
 
 
 def run_both(reference: AnyFileSystem, real: AnyFileSystem, seed: int, *,
-             clip_mapped_writes: bool = False) -> None:
-    ops = generate(seed, fallocate_modes(reference, real))
+             clip_mapped_writes: bool = False, count: int = 600) -> None:
+    ops = generate(seed, common(real, reference), count)
     try:
         compare(real, reference, ops, clip_mapped_writes=clip_mapped_writes)
     except Mismatch as exc:
@@ -111,3 +111,29 @@ def test_reference_matches_the_kernel_fs_at_each_block_size(
         features = "full" if "collapse_range" in features_of(real) else "default"
         reference = Ramfs(blocksize=block_size, features=features, memory=64 << 20)
         run_both(reference, real, seed, clip_mapped_writes=True)
+
+
+PROPERTY_SEEDS = range(1, 201)
+
+
+@pytest.mark.parametrize(("kind", "features", "ref_block_size"), [
+    ("tmpfs", "full", PAGE_SIZE), ("tmpfs", "full", 16 << 10), ("kernel-ramfs", "default",
+                                                                 PAGE_SIZE),
+    ("disk", "full", PAGE_SIZE)], ids=["tmpfs-4K", "tmpfs-16K", "kernel-ramfs-4K", "disk-4K"])
+def test_no_difference_over_200_seeds(kind: str, features: str, ref_block_size: int,
+                                      request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The property the default oracle rests on: over 200 seeds of short sequences (every
+    call, flag, region and trailing slash of the generator), the reference answers as
+    the kernel does. The disk file system (ext4 or XFS under ``tmp_path``) has mapped
+    writes clipped at EOF (its writeback zeroes the rest of the EOF page)."""
+    tmpfs = request.getfixturevalue("tmpfs_dir") if kind == "tmpfs" else None
+    with contextmanager(_real)(kind, tmpfs, tmp_path) as first:
+        if kind == "disk" and os.statvfs(tmp_path).f_bsize != PAGE_SIZE:
+            pytest.skip(f"{tmp_path} has blocks of {os.statvfs(tmp_path).f_bsize} bytes")
+        root = Path(first.root)
+        for seed in PROPERTY_SEEDS:
+            with directory_filesystem(root) as real:     # a fresh subdirectory each
+                reference = Ramfs(blocksize=ref_block_size, features=features,
+                                  memory=64 << 20)
+                run_both(reference, real, seed, clip_mapped_writes=kind == "disk",
+                         count=120)

@@ -12,7 +12,7 @@ import shlex
 import pytest
 
 from pytest_folio.suites.fs import FsNamespace, FsPowerCut
-from tests.helpers.fsx_broken import BUGS, CACHED_BUGS
+from tests.helpers.fsx_broken import BUGS, CACHED_BUGS, DIFFERENTIAL_BUGS
 from tests.helpers.fsx_powercut import POWER_CUT_BUGS
 
 CATALOGUE = ([f"tests.helpers.fsx_broken:{bug.__name__}.factory" for bug in BUGS]
@@ -56,7 +56,8 @@ CAUGHT_BY = {
     "StModeWithoutTheFileType": "test_stat_of_a_directory_is_s_isdir",
     "DcacheKeyedByTheLastName": "test_the_same_name_in_two_directories_names_two_files",
 }
-REPRODUCTION = re.compile(r"(?:reproduce|fsx: replay it): (python -m pytest .*)")
+# the semantics tests' reproduce section, fsx's replay line, the differential test's
+REPRODUCTION = re.compile(r"^(?:reproduce|fsx: replay it|replay): (python -m pytest .*)", re.M)
 
 
 def default_suites(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
@@ -98,12 +99,14 @@ def test_a_file_system_without_directories_skips_the_directory_tests(
 @pytest.mark.parametrize("spec", CATALOGUE, ids=[s.split(":")[1] for s in CATALOGUE])
 def test_each_bug_is_caught_by_the_default_suites_with_a_reproduction(
         pytester: pytest.Pytester, spec: str) -> None:
-    result = default_suites(pytester, spec, "-x")
+    catcher = CAUGHT_BY.get(spec.split(":")[1].removesuffix(".factory"))
+    # a named catcher must catch its bug without the differential test (which runs first)
+    result = default_suites(pytester, spec, "-x",
+                            *(["--folio-fs-oracle=none"] if catcher else []))
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     assert result.parseoutcomes()["failed"] == 1
     assert REPRODUCTION.search(out), out[-3000:]
-    catcher = CAUGHT_BY.get(spec.split(":")[1].removesuffix(".factory"))
     if catcher is not None:
         assert re.search(rf"FAILED \S*::{catcher}\[", out), out[-3000:]
 
@@ -127,15 +130,29 @@ def test_a_file_system_without_power_cut_skips_the_power_cut_tests(
 
 
 @pytest.mark.parametrize(("spec", "select"), [
-    ("tests.helpers.fsx_broken:OExclIgnored", "not mtd"),              # a semantics test
+    ("tests.helpers.fsx_broken:OExclIgnored", "not mtd"),              # the differential
+    ("tests.helpers.fsx_broken:OExclIgnored", "semantics"),            # a semantics test
     ("tests.helpers.fsx_broken:CollapseRangeWrongShift.factory", "test_fsx"),  # fsx, its log
 ])
 def test_the_printed_reproduction_fails_again(pytester: pytest.Pytester, spec: str,
                                               select: str) -> None:
-    first = default_suites(pytester, spec, "-x", "-k", select)
+    # the logs kept where the rerun finds them (each run empties pytester's basetemp)
+    first = default_suites(pytester, spec, "-x", "-k", select,
+                           f"--folio-fsx-dir={pytester.path / 'logs'}")
     found = REPRODUCTION.search(first.stdout.str())
     assert found is not None, first.stdout.str()[-3000:]
     words = shlex.split(found.group(1))
     assert f"--folio-fs={spec}" in words
     again = pytester.runpytest(*words[3:], "-p", "no:cacheprovider")
     again.assert_outcomes(failed=1)
+
+
+@pytest.mark.parametrize("bug", DIFFERENTIAL_BUGS, ids=[b.__name__ for b in DIFFERENTIAL_BUGS])
+def test_each_differential_class_is_caught_by_the_differential_test_alone(
+        pytester: pytest.Pytester, bug: type) -> None:
+    result = pytester.runpytest("-p", "pytest_folio", "--pyargs",
+                                "pytest_folio.suites.test_fs_differential",
+                                f"--folio-fs=tests.helpers.fsx_broken:{bug.__name__}",
+                                "--folio-seed=1", "-p", "no:cacheprovider", "-q")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    assert "differential: op " in result.stdout.str()
