@@ -13,7 +13,7 @@ is done or not per unit. After a cut, what the device reads is its new synced st
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.mtdops import Op
@@ -146,6 +146,33 @@ def powercut_ops(layout: Layout, seed: int, rounds: int, schedule: str) -> list[
     return ops
 
 
+def apply_op(dev: MTDDevice | None, states: AllowedStates, layout: Layout, i: int,
+             op: Op, sync: Callable[[], None] | None = None) -> None:
+    """Apply the write, erase or sync ``op`` (number ``i`` of its run) to ``dev`` and to
+    ``states``; with ``dev`` None to ``states`` alone (a run whose cut happened in another
+    process, checked after). ``sync`` replaces ``dev.sync`` where a device syncs otherwise
+    (``/dev/mtdN`` syncs at close)."""
+    how = f"op {i}: {op}"
+    if op.kind == "write":
+        current = bytes(states.now[op.offset:op.offset + op.length])
+        data = make_data(op, current, layout.clear_only)
+        if dev is not None:
+            dev.write(op.offset, data)
+        states.change(op.offset, data, how)
+    elif op.kind == "erase":
+        if dev is not None:
+            dev.erase(op.offset, op.length)
+        states.change(op.offset, b"\xff" * op.length, how)
+    elif op.kind == "sync":
+        if sync is not None:
+            sync()
+        elif dev is not None:
+            dev.sync()
+        states.sync(f"synced by op {i}")
+    else:
+        raise ValueError(f"a power-cut run has no {op.kind!r} operation")
+
+
 def run_powercut(dev: MTDDevice, layout: Layout, ops: Sequence[Op]) -> int:
     """Apply ``ops`` to the first ``layout.size`` bytes of ``dev``, cutting its power at
     each ``cut`` and checking every byte there; raise :class:`PowerCutFailure` at the first
@@ -156,20 +183,8 @@ def run_powercut(dev: MTDDevice, layout: Layout, ops: Sequence[Op]) -> int:
     states = AllowedStates(dev.read(0, size), power_cut_unit(dev))
     cuts = 0
     for i, op in enumerate(ops):
-        how = f"op {i}: {op}"
         try:
-            if op.kind == "write":
-                current = bytes(states.now[op.offset:op.offset + op.length])
-                data = make_data(op, current, layout.clear_only)
-                dev.write(op.offset, data)
-                states.change(op.offset, data, how)
-            elif op.kind == "erase":
-                dev.erase(op.offset, op.length)
-                states.change(op.offset, b"\xff" * op.length, how)
-            elif op.kind == "sync":
-                dev.sync()
-                states.sync(f"synced by op {i}")
-            elif op.kind == "cut":
+            if op.kind == "cut":
                 dev.power_cut()
                 got = dev.read(0, size)
                 problem = states.check(got)
@@ -181,7 +196,7 @@ def run_powercut(dev: MTDDevice, layout: Layout, ops: Sequence[Op]) -> int:
                 states.adopt(got)
                 cuts += 1
             else:
-                raise ValueError(f"a power-cut run has no {op.kind!r} operation")
+                apply_op(dev, states, layout, i, op)
         except OSError as exc:
             raise PowerCutFailure(f"op {i} ({op}) failed: {exc}",
                                   list(ops[:i + 1]), i) from None

@@ -119,7 +119,8 @@ class GuestRun:
     """How a guest run ended.
 
     ``ended``: "exit" (qemu exited by itself), "timeout" (the whole run took too long),
-    "boot-timeout" (``ready`` never showed up in time). ``stderr`` is qemu's own.
+    "boot-timeout" (``ready`` never showed up in time), "stopped" (``stop`` said so).
+    ``stderr`` is qemu's own.
     """
 
     ended: str
@@ -141,12 +142,14 @@ EXIT_GRACE = 10.0  # seconds qemu gets to exit after the guest said it is done
 
 def run_guest(cmd: list[str], on_line: Callable[[str], None], timeout: float,
               ready: Callable[[], bool] | None = None, boot_timeout: float | None = None,
-              done: Callable[[], bool] | None = None) -> GuestRun:
+              done: Callable[[], bool] | None = None,
+              stop: Callable[[], bool] | None = None) -> GuestRun:
     """Run ``cmd`` in a new process group, feeding each console line to ``on_line``.
 
     Kills the group when ``timeout`` seconds pass, when ``ready()`` is still false after
     ``boot_timeout`` seconds (how a hung KVM guest is told from a slow one), or
-    :data:`EXIT_GRACE` seconds after ``done()`` became true (a guest stuck powering off).
+    :data:`EXIT_GRACE` seconds after ``done()`` became true (a guest stuck powering off),
+    and at once when ``stop()`` becomes true (ended "stopped": a power cut).
     """
     start = time.monotonic()
     with tempfile.TemporaryFile() as err:
@@ -172,6 +175,9 @@ def run_guest(cmd: list[str], on_line: Callable[[str], None], timeout: float,
                     if (boot_timeout is not None and ready is not None and not ready()
                             and now >= boot_timeout):
                         ended = "boot-timeout"
+                        break
+                    if stop is not None and stop():
+                        ended = "stopped"
                         break
                     if done is not None and done_at is None and done():
                         done_at = now

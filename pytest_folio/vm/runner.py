@@ -57,6 +57,7 @@ from pytest_folio.vm.kernel import (
 )
 from pytest_folio.vm.kernelbuild import build_kernel
 from pytest_folio.vm.modules import ModuleTree
+from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
     Machine,
@@ -182,7 +183,8 @@ class VMRun:
             self.progress(f"prepared kernel {kernel.release} ({image.name}, {len(modules)} "
                           f"modules, {len(disks)} disks) in "
                           f"{time.monotonic() - self.clock:.1f} s")
-            status = self.boot(qemu, machine)
+            status = (cut_and_check(self, qemu, machine, busybox, modules, job)
+                      if self.opts.power_cut else self.boot(qemu, machine))
             self.collect(work / "out", save)
         return status
 

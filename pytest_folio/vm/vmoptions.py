@@ -18,6 +18,7 @@ from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 from pytest_folio.vm.disks import FILE_SYSTEMS
+from pytest_folio.vm.powercut import DEFAULT_ARGS as POWERCUT_ARGS
 
 MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the devices' page cache
 
@@ -98,6 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "and swap the stock and the built ones in turn in the one "
                              "guest, so test_kernel_mtd_speedtest_interleaved times base "
                              "and patched alternately (a busy host slows both alike)")
+    parser.add_argument("--power-cut", action="store_true",
+                        help="two boots on the same disks: the first writes to every "
+                             "block2mtd device and is killed (a power cut), the second "
+                             "checks every byte against what the cut may leave (pytest "
+                             "arguments default to pytest_folio.suites.test_kernel_powercut)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -124,6 +130,7 @@ class VMOptions:
     mtd_tests: bool = False
     build_kernel: Path | None = None
     interleave: bool = False
+    power_cut: bool = False
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -165,6 +172,9 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
+    power_cut = bool(getattr(args, "power_cut", False))
+    if power_cut and not pytest_args:
+        pytest_args = list(POWERCUT_ARGS)
     return VMOptions(
         kernel=kernel, suite=suite, modules=args.modules, mtd_size=args.mtd_size,
         erasesize=args.erasesize, fs=args.fs, mem_mib=args.mem, cpus=args.cpus,
@@ -173,4 +183,4 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         dmesg=args.dmesg, pytest_args=pytest_args,
         patches=tuple(getattr(args, "patch", [])), driver=driver,
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
-        interleave=interleave)
+        interleave=interleave, power_cut=power_cut)

@@ -1,0 +1,67 @@
+"""A power cut of a real kernel: ``python -m pytest_folio vm --power-cut``.
+
+Two boots on the same disks. In the first, ``test_kernel_power_cut_writes_then_cuts``
+writes, erases and syncs every block2mtd device from the run's seed and asks the host to
+kill qemu (the guest's page cache is lost, what reached the virtual disks stays); in the
+second, ``test_kernel_power_cut_keeps_synced_data_reads_the_rest_old_or_new`` checks each
+device, at its folio order, against the MTD power-cut rules: what was synced reads back
+exactly, each page changed since reads as one of its states since. Outside that run
+both skip and say how to run them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.mtdtests.kernel_modules import kernel_mtd_devices
+from pytest_folio.sizes import format_size
+from pytest_folio.suites.mtd.base import run_seed
+from pytest_folio.vm import VMError
+from pytest_folio.vm.initramfs import GUEST_OUT
+from pytest_folio.vm.powercut import (
+    PHASES,
+    POWERCUT_ENV,
+    announce_cut,
+    check_after_cut,
+    run_until_cut,
+)
+
+
+def _phase() -> str:
+    phase = os.environ.get(POWERCUT_ENV, "")
+    if os.environ.get("PYTEST_FOLIO_VM") != "1" or phase not in PHASES:
+        pytest.skip("the kernel power cut runs in the VM over two boots: "
+                    "python -m pytest_folio vm --power-cut")
+    return phase
+
+
+def test_kernel_power_cut_writes_then_cuts(request: pytest.FixtureRequest) -> None:
+    if _phase() != "cut":
+        pytest.skip("this boot checks what the power cut of the boot before left")
+    devices = [d for d in kernel_mtd_devices() if d.folio_order is not None]
+    if not devices:
+        pytest.fail("the guest has no block2mtd device to cut the power of")
+    opened = run_until_cut(devices, run_seed(request.config), Path(GUEST_OUT))
+    announce_cut(f"{len(opened)} block2mtd devices written, "
+                 f"seed {run_seed(request.config)}")
+
+
+def test_kernel_power_cut_keeps_synced_data_reads_the_rest_old_or_new(
+        folio_order: int, request: pytest.FixtureRequest) -> None:
+    if _phase() != "check":
+        pytest.skip("this boot writes and is cut; the next one checks")
+    folio = format_size(PAGE_SIZE << folio_order)
+    devices = [d for d in kernel_mtd_devices() if d.folio_order == folio_order]
+    if not devices:
+        pytest.skip(f"kernel {os.uname().release} has no block2mtd device with {folio} "
+                    "folios")
+    try:
+        result = check_after_cut(folio, devices[0], Path(GUEST_OUT))
+    except VMError as exc:
+        pytest.fail(str(exc))
+    request.node.add_report_section("call", "power cut", result.summary)
+    assert result.problem is None, f"{result.summary}\n{result.problem}"
