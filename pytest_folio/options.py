@@ -68,7 +68,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-columns", "what each cell of the timing tables shows, comma-separated from "
      + ", ".join(TABLE_FIGURES), "median,iqr", "string"),
     ("--folio-mtd-oracle", "differential mode: run the MTD fsx suite's operations on the "
-     "target and on this oracle (reference[:knob=value,...]) and compare every result",
+     "target and on this oracle (reference[:knob=value,...]) and compare every result; "
+     "none turns it off (default: reference when --folio-mtd is not the reference)",
      None, "string"),
     ("--folio-hypothesis", "the Hypothesis state machines' budget: off (skip them), quick "
      "or thorough (more and longer examples, longer shrinking)", DEFAULT_LEVEL, "string"),
@@ -392,11 +393,12 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         raise given.error("--folio-erasesize",
                           f"{exc} ({given.source('--folio-mtd-size')})") from None
     for order in orders:
-        # the reference block device's logical block size is the folio size
-        if mtd_size % (PAGE_SIZE << order):
+        # the reference block device's logical block size is the folio size: it holds
+        # at least one (its last folio may be partial)
+        if mtd_size < (PAGE_SIZE << order):
             raise pytest.UsageError(
                 f"{given.source('--folio-mtd-size')}: the MTD size {format_size(mtd_size)} "
-                f"is not a multiple of the {format_size(PAGE_SIZE << order)} folios of "
+                f"is smaller than one {format_size(PAGE_SIZE << order)} folio of "
                 f"order {order} ({given.source('--folio-orders')})")
     fsx_ops = given.parse("--folio-fsx-ops", _positive_int)
     seed = _seed(given, seed)

@@ -142,7 +142,7 @@ def test_same_collection_under_xdist(pytester: pytest.Pytester) -> None:
     (["--folio-compare-fail=nan"], "--folio-compare-fail: takes a percentage of 0 or more*"),
     (["--folio-compare-fail=inf"], "--folio-compare-fail: takes a percentage of 0 or more*"),
     (["--folio-orders=9", "--folio-mtd-size=1M"],
-     "--folio-mtd-size: the MTD size 1M is not a multiple of the 2M folios of order 9 "
+     "--folio-mtd-size: the MTD size 1M is smaller than one 2M folio of order 9 "
      "(--folio-orders)"),
     (["--folio-fs=reference:memory=5000"],
      "--folio-fs: memory='5000': must be a positive multiple of the page size (4096)"),

@@ -232,6 +232,11 @@ class Block2MTD:
         (``torn="prefix"``), then a page."""
         return PAGE_SIZE if self.torn == "prefix" else PAGE_SIZE << self.folio_order
 
+    def drop_caches(self) -> None:
+        """``echo 1 > /proc/sys/vm/drop_caches``: the block device's clean folios leave
+        its page cache (invalidate_mapping_pages); dirty and locked ones stay."""
+        self.bdev.invalidate_bdev()
+
     def close(self) -> None:
         """As module exit: block2mtd_sync(), then let go of the block device."""
         self.sync()

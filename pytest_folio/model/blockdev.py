@@ -4,6 +4,11 @@ The logical block size sets the mapping's minimum folio order, as set_blocksize 
 for block sizes above PAGE_SIZE: a 16 KiB-sector device caches in folios of at least
 16 KiB. The backing store is an anonymous mmap (no RSS until written) or a regular file
 the caller named; the model never opens anything else.
+
+A device's size is whole 512-byte sectors (its capacity), at least one logical block; it
+need not be whole folios (a loop device over a file of any size): the last folio then
+reaches past the end, reads zeroes there and writes back only its part inside, as
+block_read_full_folio and the writeback of a block device's last folio do.
 """
 
 from __future__ import annotations
@@ -89,9 +94,11 @@ class BlockDevice:
                  | None = None, read_only: bool = False, memory: PhysicalMemory | None = None,
                  stats: Stats | None = None, name: str | None = None) -> None:
         check_logical_block_size(logical_block_size)
-        if not isinstance(size, int) or size <= 0 or size % logical_block_size:
-            raise ValueError(f"block device size {size!r} must be a positive multiple of "
-                             f"its logical block size {format_size(logical_block_size)}")
+        if (not isinstance(size, int) or size < logical_block_size
+                or size % MIN_LOGICAL_BLOCK_SIZE):
+            raise ValueError(f"block device size {size!r} must be whole 512-byte sectors "
+                             "and at least its logical block size "
+                             f"{format_size(logical_block_size)}")
         self.size = size
         self.logical_block_size = logical_block_size
         self.read_only = read_only

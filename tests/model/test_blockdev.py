@@ -29,7 +29,7 @@ MIB = 1 << 20
 def test_logical_block_size_sets_the_minimum_folio_order(lbs: int, min_order: int) -> None:
     bdev = BlockDevice(4 * MIB, logical_block_size=lbs)
     assert bdev.bd_mapping.mapping_min_folio_order() == min_order
-    folio = bdev.bd_mapping.read_mapping_folio(1)
+    folio = bdev.bd_mapping.read_mapping_folio(4)          # pages 4-7: bytes 16K-32K
     assert folio.order == min_order
     folio_put(folio)
 
@@ -40,9 +40,24 @@ def test_bad_logical_block_size_names_the_range(lbs: int) -> None:
         BlockDevice(8 * MIB, logical_block_size=lbs)
 
 
-def test_size_must_be_whole_logical_blocks() -> None:
-    with pytest.raises(ValueError, match="positive multiple of its logical block size 16K"):
-        BlockDevice(20 * 1024, logical_block_size=16384)
+@pytest.mark.parametrize("size", [8 * 1024, 20 * 1024 + 100])
+def test_size_must_be_whole_sectors_and_at_least_a_logical_block(size: int) -> None:
+    with pytest.raises(ValueError, match="must be whole 512-byte sectors and at least its "
+                                         "logical block size 16K"):
+        BlockDevice(size, logical_block_size=16384)
+
+
+def test_a_partial_last_folio_reads_zeroes_past_the_end_and_writes_back_its_part() -> None:
+    bdev = BlockDevice(20 * 1024, logical_block_size=16384)
+    folio = bdev.bd_mapping.read_mapping_folio(4)          # pages 4-7: bytes 16K-32K
+    assert folio.pos == 16384 and bytes(folio.data[4096:]) == bytes(12288)
+    folio_lock(folio)
+    folio.data[:] = b"\xab" * 16384
+    folio_mark_dirty(folio)
+    folio_unlock(folio)
+    folio_put(folio)
+    bdev.sync_blockdev()
+    assert bdev.read_backing(16384, 4096) == b"\xab" * 4096
 
 
 def test_memory_too_small_for_the_block_size_names_the_limit() -> None:
