@@ -44,6 +44,8 @@ class FsxOptions:
     randomoplen: bool = True         # -O turns off: every operation is maxoplen long
     sizechecks: bool = True          # -n turns off: no size check after each operation
     check_file: bool = False         # -X: compare the whole file after each operation
+    pollute_eof: bool = False        # -e 1: junk past EOF before each size change
+    flush: bool = False              # -f: fsync and drop the cache after each operation
     do_fsync: bool = False           # -y: fsync after every write
     quiet: bool = True               # -q: no "skipping ..." chatter
     mapped_reads: bool = True        # -R turns off: mapread becomes read
@@ -91,7 +93,8 @@ def getnum(text: str) -> int:
 _VALUE_FLAGS = {"N": "numops", "S": "seed", "l": "maxfilelen", "o": "maxoplen",
                 "r": "readbdy", "t": "truncbdy", "w": "writebdy", "c": "closeprob",
                 "s": "style"}
-_ON_FLAGS = {"X": "check_file", "y": "do_fsync", "q": "quiet"}
+_ON_FLAGS = {"X": "check_file", "y": "do_fsync", "q": "quiet", "f": "flush"}
+_BOOL_VALUE_FLAGS = {"e": "pollute_eof"}      # fsx's -e takes 0 or 1
 _OFF_FLAGS = {"O": "randomoplen", "n": "sizechecks", "R": "mapped_reads",
               "W": "mapped_writes", "F": "fallocate_calls", "K": "keep_size_calls",
               "H": "punch_hole_calls", "z": "zero_range_calls", "C": "collapse_range_calls",
@@ -111,8 +114,8 @@ def parse_fsx_args(args: str | Sequence[str], base: FsxOptions | None = None) ->
     names, ...) are refused with a one-line ValueError rather than silently ignored.
     """
     argv = shlex.split(args) if isinstance(args, str) else list(args)
-    shortopts = "".join(f"{flag}:" for flag in _VALUE_FLAGS) + "".join(_ON_FLAGS) + "".join(
-        _OFF_FLAGS) + "".join(NOOP_FLAGS)
+    shortopts = "".join(f"{flag}:" for flag in (*_VALUE_FLAGS, *_BOOL_VALUE_FLAGS)) + "".join(
+        _ON_FLAGS) + "".join(_OFF_FLAGS) + "".join(NOOP_FLAGS)
     try:
         pairs, rest = getopt.getopt(argv, shortopts)
     except getopt.GetoptError as exc:
@@ -124,6 +127,10 @@ def parse_fsx_args(args: str | Sequence[str], base: FsxOptions | None = None) ->
         letter = flag[1:]
         if letter in _VALUE_FLAGS:
             changes[_VALUE_FLAGS[letter]] = getnum(value)
+        elif letter in _BOOL_VALUE_FLAGS:
+            if value not in ("0", "1"):
+                raise ValueError(f"fsx -{letter} takes 0 or 1, not {value!r}")
+            changes[_BOOL_VALUE_FLAGS[letter]] = value == "1"
         elif letter in _ON_FLAGS:
             changes[_ON_FLAGS[letter]] = True
         elif letter in NOOP_FLAGS:

@@ -111,8 +111,11 @@ class FsxEngine(FsxOperations):
             self.closeopen = bool(entry.flags & FL_CLOSE_OPEN)
             keep_size = bool(entry.flags & FL_KEEP_SIZE)
         self._do(op, offset, size, offset2, keep_size)
-        if opts.check_file and not self.log[-1].flags & FL_SKIPPED:
-            self.check_contents()
+        if not self.log[-1].flags & FL_SKIPPED:
+            if opts.flush:
+                self.flush()
+            if opts.check_file:
+                self.check_contents()
         if self.closeopen:
             self.reopen()
         if opts.sizechecks:

@@ -101,6 +101,8 @@ class FsxOperations(FsxState):
         data = self.pattern.get(self.testcalls, offset, size)
         fd = self.fd
         assert fd is not None
+        if self.opts.pollute_eof and offset + size > self.model.size:
+            self.pollute_eofpage(offset + size)
         if op == OP_MAPWRITE:
             return self._mapwrite(fd, offset, data)
         try:
@@ -139,6 +141,8 @@ class FsxOperations(FsxState):
         self._largest(size, "truncating")
         self._log(OP_TRUNCATE, (0, size, self.model.size))
         assert self.fd is not None
+        if self.opts.pollute_eof and size != self.model.size:
+            self.pollute_eofpage(size)
         try:
             self.fs.ftruncate(self.fd, size)
         except OSError as exc:
@@ -182,6 +186,8 @@ class FsxOperations(FsxState):
                               f"skipping zero length {skip_word}", flags)
         self._largest(0 if keep_size else offset + length, largest_word)
         self._log(op, (offset, length, self.model.size), flags)
+        if self.opts.pollute_eof and not keep_size and offset + length > self.model.size:
+            self.pollute_eofpage(offset + length)
         if self._fallocate(op, offset, length, what, keep_size):
             model = self.model
             (model.fallocate if op == OP_FALLOCATE else model.zero_range)(
@@ -197,6 +203,8 @@ class FsxOperations(FsxState):
         if (offset + length if op == OP_COLLAPSE_RANGE else offset) >= size:
             return self._skip(op, (offset, length, size), _BEHIND_EOF[op])
         self._log(op, (offset, length, size))
+        if self.opts.pollute_eof and op != OP_PUNCH_HOLE:    # collapse and insert resize
+            self.pollute_eofpage(size + length if op == OP_INSERT_RANGE else size - length)
         name = OP_NAMES[op]
         if self._fallocate(op, offset, length, name):
             getattr(self.model, name)(offset, length)  # FileModel names them as fsx does
@@ -210,6 +218,8 @@ class FsxOperations(FsxState):
         self._log(OP_COPY_RANGE, (offset, length, dest, size))
         fd = self.fd
         assert fd is not None
+        if self.opts.pollute_eof and dest + length > size:
+            self.pollute_eofpage(dest + length)
         src, dst, left, tries = offset, dest, length, 0
         while left > 0:
             try:

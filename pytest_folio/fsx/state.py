@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.artifacts import read_target_file, save_failure
 from pytest_folio.fsx.config import FsxOptions
-from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_NONE, FL_SKIPPED, OP_NAMES, LogEntry
+from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_NONE, FL_SKIPPED, OP_FSYNC, OP_NAMES, LogEntry
 from pytest_folio.fsx.model import DataPattern, FileModel
 from pytest_folio.fsx.probe import Capabilities
 from pytest_folio.fsx.report import (
@@ -33,7 +33,7 @@ from pytest_folio.fsx.report import (
     logdump_lines,
     size_error_line,
 )
-from pytest_folio.targets.protocols import AnyFileSystem
+from pytest_folio.targets.protocols import AnyFileSystem, DropCaches
 
 PAGE_MASK = PAGE_SIZE - 1
 _ZERO_PAGE = bytes(PAGE_SIZE)
@@ -79,6 +79,7 @@ class FsxState:
         self._n_skipped_disabled = [0] * len(OP_NAMES)
         self._n_converted = [0] * len(OP_NAMES)
         self.eofpage_checks = True
+        self.pollute_ok = True      # -e: False once the target refused a mapped write
         self.closeopen = False
         self.block_size = 0
         self._elapsed = 0.0
@@ -217,6 +218,37 @@ class FsxState:
         i = next(k for k, byte in enumerate(past) if byte)
         self.prt(eofpage_line(what, file_size, past, i))
         self._fail(205, badoff=file_size + i)
+
+    def pollute_eofpage(self, new_size: int) -> None:
+        """fsx's ``-e 1``, before an operation that changes the size to ``new_size``:
+        write junk through a mapping past EOF into the EOF page (up to the new size when
+        it grows, to the page's end when it shrinks), where the model holds zeroes, so a
+        size change that does not zero what it exposes shows stale data. Targets that
+        cannot write there turn it off with a note."""
+        size = self.model.size
+        tail = size & PAGE_MASK
+        length = min(PAGE_SIZE - tail, self.maxfilelen - size)
+        if new_size > size:
+            length = min(length, new_size - size)
+        if not tail or length <= 0 or not self.pollute_ok or not self.caps.mapped_writes:
+            return
+        assert self.fd is not None
+        try:
+            self.fs.mmap_write(self.fd, size, self.pattern.get(self.testcalls, size, length))
+        except OSError as exc:
+            self.pollute_ok = False
+            self.prt(f"fsx: cannot write past EOF through a mapping on this target ({exc}): "
+                     "EOF pollution (-e) disabled")
+
+    def flush(self) -> None:
+        """fsx's ``-f``: after an operation, write the file back and drop its cached
+        pages where the target can (its ``drop_caches(path)``), so the next operation
+        reads what reached the file system."""
+        assert self.fd is not None
+        if OP_FSYNC not in self.caps.unsupported:
+            self._syscall(212, "doflush: fsync", self.fs.fsync, self.fd)
+        if isinstance(self.fs, DropCaches):
+            self._syscall(213, "doflush: drop_caches", self.fs.drop_caches, self.path)
 
     def check_contents(self) -> None:
         """Read the whole file and the mapped EOF page and compare with the model."""
