@@ -27,6 +27,7 @@ from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.skips import SkipSummary
 from pytest_folio.targets.fs import fs_oracle_header
+from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.timeout import FolioTimeout
 
 pytest_plugins = [
@@ -98,6 +99,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         *(f"folio: {line} (python -m pytest_folio check SPEC: what each unlocks)"
           for line in session(config).header),
         fs_oracle_header(session(config).fs_oracle),
+        f"folio: mtd oracle {oracle_label(session(config).mtd_oracle)}",
     ]
 
 

@@ -88,8 +88,8 @@ class FolioSession:
         try:
             mtd = resolve_mtd_target(s.mtd, s.source("--folio-mtd"), kinds.get("mtd"))
             fs = resolve_fs_target(s.fs, s.source("--folio-fs"), kinds.get("fs"))
-            mtd_oracle = (None if s.mtd_oracle is None else
-                          resolve_mtd_oracle(s.mtd_oracle, s.source("--folio-mtd-oracle")))
+            mtd_oracle = resolve_mtd_oracle(s.mtd_oracle, mtd.kind,
+                                            s.source("--folio-mtd-oracle"))
             fs_oracle = resolve_fs_oracle(s.fs_oracle, fs, s.source("--folio-fs-oracle"),
                                           kinds.get("fs_oracle"))
             header = _try_factories(s, mtd, fs) if decided is None else ()

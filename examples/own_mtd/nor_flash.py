@@ -45,6 +45,10 @@ class NorFlash:
 
     def erase(self, offset: int, length: int) -> None:
         self._check(offset, length)
+        if offset >= self.size:    # the MTD core: an erase must start inside, even of nothing
+            raise OSError(errno.EINVAL, "erase starts past the end")
+        if not length:             # ... and then does nothing, without asking the driver
+            return
         if offset % self.erasesize or length % self.erasesize:
             raise OSError(errno.EINVAL, "NOR erases whole eraseblocks only")
         self.cells[offset:offset + length] = b"\xff" * length

@@ -76,8 +76,8 @@ def mtd_machine(layout: Layout, open_device: Opening, *, open_reference: Opening
             try:
                 self.fsx.step(op)
             except MTDFsxFailure as failure:
-                raise MTDMachineFailure(failure.summary, failure.ops,
-                                        failure.op_number) from None
+                raise MTDMachineFailure(failure.summary, failure.ops, failure.op_number,
+                                        failure.mismatch) from None
 
         def _fit(self, offset: int, n: int) -> int:
             n = min(n, size - offset)
@@ -131,6 +131,32 @@ def mtd_machine(layout: Layout, open_device: Opening, *, open_reference: Opening
                 self._do(Op(kind, size - PAGE_SIZE, PAGE_SIZE + over,
                             "same" if kind == "write" else ""))
 
+        @rule(kind=st.sampled_from(("read", "write", "erase")),
+              where=st.sampled_from(("start", "end", "last", "point")), offset=point)
+        def nothing(self, kind: str, where: str, offset: int) -> None:
+            """An operation of length 0: valid anywhere up to the end for reads and writes
+            (the end included), a no-op erase anywhere inside, EINVAL at the end."""
+            at = {"start": 0, "end": size, "last": size - 1, "point": offset}[where]
+            self._do(Op(kind, at, 0, "rand" if kind == "write" else ""))
+
+        @rule(offset=point, pages=st.integers(1, max(1, 2 * esz // PAGE_SIZE)),
+              sub_page=st.booleans())
+        def erase_part(self, offset: int, pages: int, sub_page: bool) -> None:
+            """An erase of part of an eraseblock (EINVAL, or exactly the pages asked),
+            then the eraseblocks around it read back."""
+            n = pages * PAGE_SIZE + (offset % 512 if sub_page else 0)
+            if not sub_page:
+                offset -= offset % PAGE_SIZE
+            n = min(n, size - offset)
+            self._do(Op("erase", offset, n))
+            block = offset // esz * esz
+            self._do(Op("read", block, min(size, -(-(offset + n) // esz) * esz) - block))
+
+        @precondition(lambda self: layout.can_drop)
+        @rule()
+        def drop_caches(self) -> None:
+            self._do(Op("drop"))
+
         @rule()
         def sync(self) -> None:
             self._do(Op("sync"))
@@ -144,7 +170,8 @@ def mtd_machine(layout: Layout, open_device: Opening, *, open_reference: Opening
             try:
                 self.fsx.check_all()
             except MTDFsxFailure as failure:
-                raise MTDMachineFailure(failure.summary, failure.ops, None) from None
+                raise MTDMachineFailure(failure.summary, failure.ops, None,
+                                        failure.mismatch) from None
             finally:
                 self._devices.close()
 

@@ -11,12 +11,13 @@ import re
 from collections.abc import Iterable
 from typing import Protocol
 
-KINDS = ("read", "write", "erase", "sync", "reopen")
+KINDS = ("read", "write", "erase", "sync", "reopen", "drop")   # drop: drop_caches()
 # how a write's data is made: random bytes, all 0xFF, all 0x00, what is there already,
 # or page by page one of those (identical in one page, different in the next)
 FILLS = ("rand", "ff", "00", "same", "pages")
 
 LOG_MAGIC = "# pytest-folio MTD operation log"
+_BARE = ("sync", "reopen", "drop")       # operations without a range
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Op:
     seed: int = 0
 
     def __str__(self) -> str:
-        if self.kind in ("sync", "reopen", "cut"):     # cut: in a power-cut run
+        if self.kind in _BARE or self.kind == "cut":     # cut: in a power-cut run
             return self.kind
         text = f"{self.kind} {self.offset:#x} {self.length:#x}"
         if self.kind == "write":
@@ -75,11 +76,11 @@ def format_mtdops(ops: Iterable[Op], dev: _Geometry, comment: str = "") -> str:
 def parse_op(line: str) -> Op:
     words = line.split()
     kind = words[0] if words else ""
-    if kind in ("sync", "reopen") and len(words) == 1:
+    if kind in _BARE and len(words) == 1:
         return Op(kind)
     if kind not in ("read", "write", "erase") or len(words) < 3:
         raise ValueError(f"not an operation: {line!r} (read|write|erase OFFSET LENGTH ..., "
-                         "sync, reopen)")
+                         "sync, reopen, drop)")
     offset, length = int(words[1], 0), int(words[2], 0)
     if offset < 0 or length < 0:
         raise ValueError(f"negative offset or length: {line!r}")

@@ -4,6 +4,13 @@ unaligned lengths, data that is random, all 0xFF, all 0x00, identical to what is
 or a mix of those page by page, erases of one, a few, eight or more eraseblocks and of
 the whole device, sync and reopen interleaved, and sweeps over the whole device that push
 any cache smaller than it out several times.
+
+Besides, every edge of the MTD interface: reads, writes and erases of nothing at the
+start, at boundaries, at the last byte and at the device's end (where a read or write of
+nothing is valid and an erase is not), erases of part of an eraseblock (page-aligned and
+not), the last eraseblock erased and read back, and, on a device that can drop its clean
+cached folios, reads over a range whose folios are partly cached (dirty) and partly read
+in again.
 """
 
 from __future__ import annotations
@@ -100,23 +107,65 @@ class OpMaker:
         return Op("read", offset, length) if kind == "read" else Op(
             "write", offset, length, "same")
 
-    def random_op(self, zero_length: bool = True) -> Op:
+    def edge(self, zero_length: bool) -> list[Op]:
+        """One of the interface's edges (see the module docstring)."""
+        rng, lay = self.rng, self.layout
+        size, esz = lay.size, lay.erasesize
+        pick = rng.randrange(6 if zero_length else 4)
+        if pick == 0:        # part of an eraseblock, then what is around it read back
+            if esz > PAGE_SIZE and rng.random() < 0.6:      # whole pages
+                first = rng.randrange(size // PAGE_SIZE)
+                pages = rng.randrange(1, 2 * esz // PAGE_SIZE)
+                offset, length = first * PAGE_SIZE, pages * PAGE_SIZE
+            else:
+                offset = self.point()
+                length = rng.randrange(1, 2 * esz)
+            length = min(length, size - offset)
+            block = offset // esz * esz
+            return [Op("erase", offset, length),
+                    Op("read", block, min(size, -(-(offset + length) // esz) * esz) - block)]
+        if pick == 1:        # the last eraseblock
+            return [Op("erase", size - esz, esz), Op("read", size - esz, esz)]
+        if pick == 2:        # the last bytes, read
+            n = rng.choice((1, lay.writesize, PAGE_SIZE, lay.folio, esz))
+            return [Op("read", size - min(n, size), min(n, size))]
+        if pick == 3:        # a partly cached range: write, sync, write, drop, read
+            if not lay.can_drop:
+                return [self.rw("read")]
+            f = lay.folio
+            start = rng.randrange(max(1, size // f - 3)) * f
+            span = min(4 * f, size - start)
+            second = start + min(2 * f, span - 1)
+            return [self.write(start, min(f, span), "rand"), Op("sync"),
+                    self.write(second, min(1 + rng.randrange(f), size - second), "rand"),
+                    Op("drop"), Op("read", start, span)]
+        offset = rng.choice((0, size, size - 1, self.point()))
+        if pick == 4:        # an erase of nothing: a no-op inside, EINVAL at the end
+            return [Op("erase", offset, 0)]
+        return [Op("read", offset, 0) if rng.getrandbits(1) else Op("write", offset, 0,
+                                                                     "rand", 0)]
+
+    def random_ops(self, zero_length: bool = True) -> list[Op]:
         pick = self.rng.random()
-        if pick < 0.30:
-            return self.rw("read")
-        if pick < 0.66:
-            return self.rw("write")
-        if pick < 0.80:
-            return self.erase()
-        if pick < 0.88:
-            return Op("sync")
-        if pick < 0.90 and self.layout.can_reopen:
-            return Op("reopen")
-        if pick < 0.95 or not zero_length:
-            return self.out_of_range()
-        offset = self.point()      # length 0: nothing read, nothing written
-        return Op("read", offset, 0) if self.rng.getrandbits(1) else Op(
-            "write", offset, 0, "rand", 0)
+        if pick < 0.29:
+            return [self.rw("read")]
+        if pick < 0.64:
+            return [self.rw("write")]
+        if pick < 0.77:
+            return [self.erase()]
+        if pick < 0.84:
+            return [Op("sync")]
+        if pick < 0.86 and self.layout.can_reopen:
+            return [Op("reopen")]
+        if pick < 0.87 and self.layout.can_drop:
+            return [Op("drop")]
+        if pick < 0.91:
+            return [self.out_of_range()]
+        if pick < 0.93 and zero_length:
+            offset = self.point()      # length 0: nothing read, nothing written
+            return [Op("read", offset, 0) if self.rng.getrandbits(1) else Op(
+                "write", offset, 0, "rand", 0)]
+        return self.edge(zero_length)
 
 
 def random_ops(layout: Layout, seed: int, count: int, passes: int = 4,
@@ -158,7 +207,8 @@ def random_ops(layout: Layout, seed: int, count: int, passes: int = 4,
 
     done = 0
     for number in range(count):
-        yield from programmable(make.random_op(zero_length))
+        for op in make.random_ops(zero_length):
+            yield from programmable(op)
         if number % gap == gap - 1 and done < len(sweep):
             pass_number, offset = sweep[done]
             length = min(chunk, layout.size - offset)

@@ -1,14 +1,22 @@
 """fsx for flash: random MTD operations, each checked against an oracle, with a log.
 
-An :class:`MTDFsx` applies :class:`~.mtdops.Op` s (read, write, erase, sync, reopen) to a
-device and checks every answer against the :class:`~.oracle.FlashOracle`, or, in
-differential mode, against a second device (the reference block2mtd) given the same
-operations: every errno, every byte read. :func:`~.opgen.random_ops` makes the operations
-of a run; every operation is logged, and the log (:mod:`.mtdops`) replays the run exactly.
+An :class:`MTDFsx` applies :class:`~.mtdops.Op` s (read, write, erase, sync, reopen,
+drop) to a device and checks every answer against the :class:`~.oracle.FlashOracle`, or,
+in differential mode, against a second device (the reference block2mtd) given the same
+operations: every errno, every byte read, and the protocol's types (a read answers
+``bytes`` of the length asked, which cannot change when the device does later; the other
+calls answer None). :func:`~.opgen.random_ops` makes the operations of a run; every
+operation is logged, and the log (:mod:`.mtdops`) replays the run exactly.
 
 A device that can be closed and opened again (dropping its caches, keeping its data)
 says so with a ``reopen()`` method (:class:`~pytest_folio.targets.protocols.Reopenable`):
-the reference block2mtd and ``/dev/mtdN`` have one.
+the reference block2mtd and ``/dev/mtdN`` have one; one that can drop its clean cached
+folios has ``drop_caches()`` (:class:`~pytest_folio.targets.protocols.DropCaches`).
+
+An erase of a range that is not whole eraseblocks has two answers in Linux: EINVAL
+(mtdram, NOR and NAND drivers check the alignment) or the pages asked erased, no more, no
+less (block2mtd erases ``len >> PAGE_SHIFT`` pages from the page holding ``addr``). A
+device may take either, but the same every time: its first such erase declares its rule.
 """
 
 from __future__ import annotations
@@ -16,13 +24,14 @@ from __future__ import annotations
 import dataclasses
 import errno
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError, first_difference, is_nand, is_writeable
 from pytest_folio.mtdtests.mtdops import KINDS, Op
 from pytest_folio.mtdtests.oracle import OK, FlashOracle, Outcome
-from pytest_folio.targets.protocols import MTD_RAM, MTDDevice, Reopenable
+from pytest_folio.targets.protocols import MTD_RAM, DropCaches, MTDDevice, Reopenable
 
 _PAGE_FILLS = ("ff", "00", "same", "rand", "rand")
 
@@ -69,11 +78,23 @@ class MTDFsxFailure(MTDTestError):
     operation (``op_number`` of them, or every operation for the final compare).
     """
 
-    def __init__(self, summary: str, ops: list[Op], op_number: int | None) -> None:
+    def __init__(self, summary: str, ops: list[Op], op_number: int | None,
+                 mismatch: Mismatch | None = None) -> None:
         super().__init__(summary)
         self.summary = summary
         self.ops = list(ops)
         self.op_number = op_number
+        self.mismatch = mismatch
+
+
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+    """The first wrong byte: its offset, and both sides' bytes around it from ``start``."""
+
+    at: int
+    start: int
+    got: bytes
+    expected: bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,13 +108,15 @@ class Layout:
     nand: bool            # pages may only be programmed once after an erase
     clear_only: bool      # writes can only clear bits (anything but RAM)
     can_reopen: bool
+    can_drop: bool = False    # it has drop_caches()
 
     @classmethod
     def of(cls, dev: MTDDevice, folio: int | None) -> Layout:
         return cls(size=dev.size, erasesize=dev.erasesize, writesize=max(1, dev.writesize),
                    folio=folio or 4 * PAGE_SIZE, nand=is_nand(dev),
                    clear_only=dev.type != MTD_RAM,
-                   can_reopen=isinstance(dev, Reopenable))
+                   can_reopen=isinstance(dev, Reopenable),
+                   can_drop=isinstance(dev, DropCaches))
 
     @property
     def ebcnt(self) -> int:
@@ -105,22 +128,36 @@ def sweep_chunk(layout: Layout, parts: int = 32) -> int:
     return max(1, layout.size // parts // layout.erasesize) * layout.erasesize
 
 
+class ProtocolBreach(Exception):
+    """An answer of the wrong type or length (the message says which)."""
+
+
 def apply(dev: MTDDevice, op: Op, data: bytes) -> Outcome:
-    """Do ``op`` on ``dev``: what it returned, or the errno it failed with."""
+    """Do ``op`` on ``dev``: what it returned, or the errno it failed with;
+    :class:`ProtocolBreach` when the answer is not what the protocol promises."""
+    calls: dict[str, Callable[[], object]] = {
+        "write": lambda: dev.write(op.offset, data),
+        "erase": lambda: dev.erase(op.offset, op.length),
+        "sync": dev.sync,
+        # step() lets these through only to a device that has them
+        "drop": lambda: cast(DropCaches, dev).drop_caches(),
+        "reopen": lambda: cast(Reopenable, dev).reopen(),
+    }
+    answer: object
     try:
         if op.kind == "read":
-            return Outcome(data=bytes(dev.read(op.offset, op.length)))
-        if op.kind == "write":
-            dev.write(op.offset, data)
-        elif op.kind == "erase":
-            dev.erase(op.offset, op.length)
-        elif op.kind == "sync":
-            dev.sync()
-        else:   # step() lets a reopen through only to a device that has one
-            assert isinstance(dev, Reopenable)
-            dev.reopen()
+            answer = dev.read(op.offset, op.length)
+            if not isinstance(answer, bytes):   # bytes cannot change when the device does
+                raise ProtocolBreach(f"read returned {type(answer).__name__}, not bytes")
+            if len(answer) != op.length:
+                raise ProtocolBreach(f"read of {op.length} bytes returned {len(answer)}")
+            return Outcome(data=answer)
+        answer = calls[op.kind]()
     except OSError as exc:
         return Outcome(error=exc.errno if exc.errno is not None else -1)
+    if answer is not None:
+        raise ProtocolBreach(f"{op.kind} returned {type(answer).__name__} "
+                             f"{answer!r:.40}, not None")
     return OK
 
 
@@ -140,29 +177,38 @@ class MTDFsx:
         self.log: list[Op] = []
         self.counts = dict.fromkeys(KINDS, 0)     # operations that succeeded, by kind
         self.bytes_written = 0
+        # how the device answers erases of part of an eraseblock, once one showed it
+        self.erase_rule: str | None = None
+        self.erase_rule_op = 0
+        self.mismatch: Mismatch | None = None       # the last wrong data found
 
     def _fail(self, op: Op, problem: str) -> MTDFsxFailure:
         number = len(self.log)
-        return MTDFsxFailure(f"op {number} ({op}): {problem}", self.log, number)
+        return MTDFsxFailure(f"op {number} ({op}): {problem}", self.log, number,
+                             self.mismatch)
 
     def step(self, op: Op) -> Outcome:
         """Apply ``op`` to the device (and the reference); raise on any difference."""
         if op.kind == "reopen" and not self.layout.can_reopen:
             raise ValueError(f"{self.dev.name} cannot be reopened (it has no reopen())")
+        if op.kind == "drop" and not self.layout.can_drop:
+            raise ValueError(f"{self.dev.name} cannot drop its caches (it has no "
+                             "drop_caches())")
         self.log.append(op)
         data = b""
         if op.kind == "write":
             current = self.model.contents(op.offset, op.length)
             data = make_data(op, current.ljust(op.length, b"\xff"), self.layout.clear_only)
-        try:
-            got = apply(self.dev, op, data)
-        except Exception as exc:   # a device bug may raise anything; report it as one line
-            raise self._fail(op, f"raised {type(exc).__name__}: {exc}") from exc
+        got = self._apply(self.dev, op, data, "")
+        error = self.model.check(op.kind, op.offset, op.length)
+        if op.kind == "erase" and error is None and self._unaligned(op):
+            return self._unaligned_erase(op, got)
         if self.reference is not None:
-            expected = apply(self.reference, op, data)
+            expected = (self._apply(self.reference, op, data, "the reference ")
+                        if op.kind != "drop" or isinstance(self.reference, DropCaches)
+                        else OK)
             sides = ("target", "reference")
         else:
-            error = self.model.check(op.kind, op.offset, op.length)
             expected = (Outcome(error=error) if error is not None else
                         Outcome(data=self.model.contents(op.offset, op.length))
                         if op.kind == "read" else OK)
@@ -182,6 +228,42 @@ class MTDFsx:
             self.model.erase(op.offset, op.length)
         return got
 
+    def _apply(self, dev: MTDDevice, op: Op, data: bytes, who: str) -> Outcome:
+        try:
+            return apply(dev, op, data)
+        except ProtocolBreach as exc:
+            raise self._fail(op, f"{who}{exc}") from None
+        except Exception as exc:   # a device bug may raise anything; report it as one line
+            raise self._fail(op, f"{who}raised {type(exc).__name__}: {exc}") from exc
+
+    def _unaligned(self, op: Op) -> bool:
+        esz = self.layout.erasesize
+        return bool(op.length) and bool(op.offset % esz or op.length % esz)
+
+    def _unaligned_erase(self, op: Op, got: Outcome) -> Outcome:
+        """An in-range erase of part of an eraseblock: EINVAL, or exactly the pages asked
+        erased; the device's first such erase fixes which (see the module docstring)."""
+        rule = "refuses" if got.error == errno.EINVAL else "erases pages"
+        if got.error not in (None, errno.EINVAL):
+            raise self._fail(op, f"got {got.describe()} for an erase of part of an "
+                                 "eraseblock, expected EINVAL or ok")
+        if self.erase_rule not in (None, rule):
+            raise self._fail(op, f"got {got.describe()} for an erase of part of an "
+                                 f"eraseblock, but the device {self.erase_rule} for "
+                                 f"op {self.erase_rule_op}")
+        if self.erase_rule is None:
+            self.erase_rule, self.erase_rule_op = rule, len(self.log)
+        if got.error is not None:
+            return got      # the reference (block2mtd erases pages) is not asked
+        if self.reference is not None:
+            expected = self._apply(self.reference, op, b"", "the reference ")
+            if expected.error is not None:
+                raise self._fail(op, f"target ok, reference {expected.describe()}")
+        self.counts["erase"] += 1
+        first = op.offset // PAGE_SIZE * PAGE_SIZE
+        self.model.erase(first, op.length // PAGE_SIZE * PAGE_SIZE)
+        return got
+
     def _either_refusal(self, got: Outcome, expected: Outcome) -> bool:
         """On a read-only device an out-of-range write or erase breaks two rules; which
         one a driver names first (the MTD core: EROFS for writes, EINVAL for erases)
@@ -198,12 +280,15 @@ class MTDFsx:
 
     def difference(self, offset: int, got: bytes, expected: bytes,
                    sides: tuple[str, str] = ("got", "expected")) -> str:
-        """A one-line description of the first wrong byte in the known parts, or ''."""
+        """A one-line description of the first wrong byte in the known parts, or ''
+        (and :attr:`mismatch` set to where it is)."""
         for start, stop in self.model.known_ranges(offset, len(got)):
             a, b = got[start - offset:stop - offset], expected[start - offset:stop - offset]
             if a != b:
                 at = first_difference(a, b)
                 bad = sum(1 for x, y in zip(a, b, strict=True) if x != y)
+                lo = max(0, at // 16 * 16 - 32)
+                self.mismatch = Mismatch(start + at, start + lo, a[lo:lo + 80], b[lo:lo + 80])
                 return (f"wrong data at {start + at:#x} ({bad} of {stop - start} bytes from "
                         f"{start:#x} differ): {sides[0]} {a[at:at + 8].hex(' ')}, "
                         f"{sides[1]} {b[at:at + 8].hex(' ')}")
@@ -224,7 +309,7 @@ class MTDFsx:
                        self.difference(offset, got, self.model.contents(offset, length)))
             if problem:
                 raise MTDFsxFailure(f"final compare of {offset:#x} {length:#x}: {problem}",
-                                    self.log, None)
+                                    self.log, None, self.mismatch)
 
     def adopt(self) -> None:
         """Take the device's present contents as known (for a device nobody may erase)."""

@@ -25,8 +25,8 @@ from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
 from pytest_folio.targets.spec import TargetError, parse_target_spec
 
-__all__ = ["APIS", "Block2MTD", "MTDTarget", "reference_device", "resolve_mtd_oracle",
-           "resolve_mtd_target"]
+__all__ = ["APIS", "Block2MTD", "MTDTarget", "oracle_label", "reference_device",
+           "resolve_mtd_oracle", "resolve_mtd_target"]
 
 OPTION = "--folio-mtd"
 ORACLE_OPTION = "--folio-mtd-oracle"
@@ -147,12 +147,24 @@ def resolve_mtd_target(text: str, option: str = OPTION, kind: str | None = None)
     return MTDTarget.resolve(text, option, kind)
 
 
-def resolve_mtd_oracle(text: str, option: str = ORACLE_OPTION) -> MTDTarget:
-    """``--folio-mtd-oracle``: the reference only (``reference[:knob=value,...]``)."""
+def resolve_mtd_oracle(text: str | None, target_kind: str,
+                       option: str = ORACLE_OPTION) -> MTDTarget | None:
+    """``--folio-mtd-oracle``: the reference (``reference[:knob=value,...]``) or ``none``.
+    Not given, it is the reference whenever the target is something else (a user's
+    device is checked against the Linux-faithful model by default), else none."""
+    if text is None:
+        text = "none" if target_kind == "reference" else "reference"
+    if text.strip() == "none":
+        return None
     if parse_target_spec(text, option).kind != "reference":
         raise TargetError(f"{option}: {text!r}: the MTD oracle is the reference "
-                          "(reference[:knob=value,...])")
+                          "(reference[:knob=value,...]) or none")
     return resolve_mtd_target(text, option)
+
+
+def oracle_label(oracle: MTDTarget | None) -> str:
+    """How the header and a replay command name the run's MTD oracle."""
+    return "none" if oracle is None else oracle.spec.text
 
 
 def reference_device(dev: object) -> Block2MTD | None:

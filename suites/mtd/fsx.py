@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import ClassVar
@@ -14,11 +15,14 @@ import pytest
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
-from pytest_folio.mtdtests.mtdops import format_mtdops
+from pytest_folio.mtdtests.common import is_writeable
+from pytest_folio.mtdtests.mtdops import Op, format_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure
+from pytest_folio.mtdtests.report import explain, shrink
 from pytest_folio.session import settings
 from pytest_folio.suites.mtd.base import _MTDSuite, folio_order_of, require_destructive, run_seed
+from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.targets.protocols import MTDDevice, Reopenable
 from pytest_folio.targets.spec import TargetError
 
@@ -41,12 +45,14 @@ class MTDFsxSuite(_MTDSuite):
 
     @staticmethod
     def _reference(request: pytest.FixtureRequest, size: int, erasesize: int,
-                   order: int | None) -> AbstractContextManager[MTDDevice] | None:
-        """A device of the ``--folio-mtd-oracle`` at this geometry, or None."""
+                   order: int | None, readonly: bool = False
+                   ) -> AbstractContextManager[MTDDevice] | None:
+        """A device of the ``--folio-mtd-oracle`` at this geometry (read-only for a
+        read-only target), or None when the oracle is off."""
         oracle = mtd_oracle(request.config)
         if oracle is None:
             return None
-        return oracle.open(size=size, erasesize=erasesize,
+        return oracle.open(size=size, erasesize=erasesize, readonly=readonly,
                            folio_order=order if order is not None
                            else settings(request.config).orders[0])
 
@@ -60,42 +66,89 @@ class MTDFsxSuite(_MTDSuite):
                  "::".join([str(item.path), *parts[1:]])]
         if opener is not None:
             words += opener.replay_options(size)
-        oracle = settings(request.config).mtd_oracle
-        if oracle is not None:
-            words.append(f"--folio-mtd-oracle={oracle}")
+        words.append(f"--folio-mtd-oracle={oracle_label(mtd_oracle(request.config))}")
         return shlex.join([*words, *extra])
 
     def _fail(self, request: pytest.FixtureRequest, failure: MTDFsxFailure,
-              dev: MTDDevice | _Resized, path: Path, what: str, *, function: str | None = None,
-              size: int | None = None, notes: tuple[str, ...] = ()) -> None:
+              dev: MTDDevice | _Resized, path: Path, what: str, *, layout: Layout,
+              function: str | None = None, size: int | None = None, notes: tuple[str, ...] = (),
+              rerun: Callable[[list[Op]], MTDFsxFailure | None] | None = None) -> None:
+        """Fail with the failure shrunk (when ``rerun`` can run operations on fresh
+        devices), where the first wrong byte is, the operations before it and the
+        command that replays the (shrunk) log."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        whole = len(failure.ops)
+        lines = [f"{what}: {failure.summary}"]
+        if rerun is not None:
+            full = path.with_name(path.stem + "-full.mtdops")
+            full.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
+            failure = shrink(failure, rerun)
+            lines.append(f"{what}: shrunk to {len(failure.ops)} of {whole} operations "
+                         f"(the whole run's log: {full}); it fails with: {failure.summary}")
         path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
         [path] = keep_failure(request.node, path)
-        opener = mtd_opener(request)
-        lines = [f"{what}: {failure.summary}",
-                 f"{what}: operation log ({len(failure.ops)} operations): {path}",
-                 f"{what}: replay it: " + self._command(
-                     request, opener, f"--folio-mtd-replay={path}", function=function,
-                     size=size)]
-        if len(failure.ops) <= 40:
-            lines[1:1] = [f"  {op}" for op in failure.ops]
+        lines += [f"  {line}" for line in explain(failure, layout)]
+        lines += [f"{what}: operation log ({len(failure.ops)} operations): {path}",
+                  f"{what}: replay it: " + self._command(
+                      request, mtd_opener(request), f"--folio-mtd-replay={path}",
+                      function=function, size=size)]
         lines += [f"{what}: {note}" for note in notes]
         pytest.fail("\n".join(lines), pytrace=False)
+
+    def _rerunner(self, request: pytest.FixtureRequest, layout: Layout, order: int | None,
+                  readonly: bool) -> Callable[[list[Op]], MTDFsxFailure | None] | None:
+        """Runs operations on a fresh device of the test's target (and a fresh oracle):
+        how they failed, or None. None when the target cannot open another device (a
+        real one is the test's own)."""
+        opener = mtd_opener(request)
+        if opener is None or opener.target.kind == "path":
+            return None
+
+        def rerun(ops: list[Op]) -> MTDFsxFailure | None:
+            with ExitStack() as stack:
+                dev = stack.enter_context(opener.open(size=layout.size))
+                opening = self._reference(request, layout.size, layout.erasesize, order,
+                                          readonly=readonly)
+                reference = None if opening is None else stack.enter_context(opening)
+                try:
+                    MTDFsx(dev, folio=layout.folio, reference=reference).run(ops)
+                except MTDFsxFailure as failure:
+                    return failure
+            return None
+
+        return rerun
 
     @pytest.mark.folio_erasesizes
     def test_mtd_fsx(self, mtd_device: MTDDevice, request: pytest.FixtureRequest,
                      tmp_path: Path) -> None:
         require_destructive(mtd_device, request.config)
         layout = self._layout(mtd_device, request)
-        opening = self._reference(request, mtd_device.size, mtd_device.erasesize,
-                                  folio_order_of(mtd_device, request))
+        opener = mtd_opener(request)
         with ExitStack() as stack:
+            size = partial_folio_size(layout.size, layout.erasesize, layout.folio)
+            if (size != layout.size and opener is not None and opener.target.kind != "path"
+                    and mtd_replay(request.config) is None):
+                # a device whose last folio is partial (eraseblocks smaller than folios)
+                mtd_device = self._open(stack, opener.open(size=size), "--folio-mtd")
+                layout = dataclasses.replace(layout, size=size)
+            opening = self._reference(request, mtd_device.size, mtd_device.erasesize,
+                                      folio_order_of(mtd_device, request),
+                                      readonly=not is_writeable(mtd_device))
+            reference = (None if opening is None
+                         else self._open(stack, opening, "--folio-mtd-oracle"))
             try:
-                reference = None if opening is None else stack.enter_context(opening)
-            except TargetError as exc:
+                fsx = MTDFsx(mtd_device, folio=layout.folio, reference=reference)
+            except ValueError as exc:
                 pytest.fail(f"--folio-mtd-oracle: {exc}", pytrace=False)
-            self._run_fsx(request, tmp_path, mtd_device, layout,
-                          MTDFsx(mtd_device, folio=layout.folio, reference=reference))
+            self._run_fsx(request, tmp_path, mtd_device, layout, fsx)
+
+    @staticmethod
+    def _open(stack: ExitStack, opening: AbstractContextManager[MTDDevice],
+              option: str) -> MTDDevice:
+        try:
+            return stack.enter_context(opening)
+        except TargetError as exc:
+            pytest.fail(f"{option}: {exc}", pytrace=False)
 
     def _run_fsx(self, request: pytest.FixtureRequest, tmp_path: Path, mtd_device: MTDDevice,
                  layout: Layout, fsx: MTDFsx) -> None:
@@ -122,14 +175,18 @@ class MTDFsxSuite(_MTDSuite):
             found = failure
         else:
             return
-        self._fail(request, found, mtd_device, tmp_path / "mtd-fsx.mtdops", "mtd fsx")
+        self._fail(request, found, mtd_device, tmp_path / "mtd-fsx.mtdops", "mtd fsx",
+                   layout=layout, size=layout.size, rerun=None if replay is not None else
+                   self._rerunner(request, layout, folio_order_of(mtd_device, request),
+                                  not is_writeable(mtd_device)))
 
     @staticmethod
     def machine_size(dev: MTDDevice, layout: Layout) -> int:
         """The Hypothesis examples' device: big enough for 8 eraseblocks and 16 folios,
         small enough that a sweep over it is cheap (at most the test's own size)."""
         want = max(8 * layout.erasesize, 16 * layout.folio, 256 << 10)
-        return min(dev.size, -(-want // layout.erasesize) * layout.erasesize)
+        return partial_folio_size(min(dev.size, -(-want // layout.erasesize)
+                                      * layout.erasesize), layout.erasesize, layout.folio)
 
     @pytest.mark.folio_erasesizes
     def test_mtd_fsx_hypothesis(self, mtd_device: MTDDevice,
@@ -158,7 +215,8 @@ class MTDFsxSuite(_MTDSuite):
             return nullcontext(mtd_device)
 
         def open_reference() -> AbstractContextManager[MTDDevice]:
-            opening = self._reference(request, size, layout.erasesize, order)
+            opening = self._reference(request, size, layout.erasesize, order,
+                                      readonly=not is_writeable(mtd_device))
             assert opening is not None
             return opening
 
@@ -188,7 +246,16 @@ class MTDFsxSuite(_MTDSuite):
         self._fail(request, found, mtd_device if size == layout.size else
                    _Resized(mtd_device, size), tmp_path / "mtd-fsx-hypothesis.mtdops",
                    "mtd fsx (Hypothesis, shrunk)" if shrunk_by is None else
-                   "mtd fsx (Hypothesis)", function="test_mtd_fsx", size=size, notes=notes)
+                   "mtd fsx (Hypothesis)", layout=dataclasses.replace(layout, size=size),
+                   function="test_mtd_fsx", size=size, notes=notes)
+
+
+def partial_folio_size(size: int, erasesize: int, folio: int) -> int:
+    """``size``, or one eraseblock less when eraseblocks are smaller than folios and that
+    leaves the last folio partial (as block2mtd on a device of any size has it)."""
+    if erasesize < folio and size % folio == 0 and size >= 8 * folio:
+        return size - erasesize
+    return size
 
 
 class _Resized:

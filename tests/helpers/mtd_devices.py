@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 from collections import OrderedDict
+from typing import cast
 
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import (
@@ -56,10 +57,18 @@ class RamMTD:
 
     def erase(self, offset: int, length: int) -> None:
         self._writeable()
-        self._range("erase", offset, length)
-        if offset % self.erasesize or length % self.erasesize or not length:
+        self._erase_range(offset, length)
+        if not length:          # mtd_erase: nothing to do once the range is checked
+            return
+        if offset % self.erasesize or length % self.erasesize:
             raise OSError(errno.EINVAL, f"erase of {length} at {offset} is not aligned")
         self._erase(offset, length)
+
+    def _erase_range(self, offset: int, length: int) -> None:
+        """mtd_erase's range check: the first byte must be inside, even for nothing."""
+        if offset >= self.size:
+            raise OSError(errno.EINVAL, f"erase at {offset} is outside {self.name}")
+        self._range("erase", offset, length)
 
     def sync(self) -> None:
         pass
@@ -266,9 +275,30 @@ class FolioCacheMTD(_FolioPieces, RamMTD):
         self.sync()
         self.cache.clear()
 
+    def drop_caches(self) -> None:
+        """Drop the clean folios; the dirty ones stay until they are written back."""
+        for index in [i for i, folio in self.cache.items() if not folio.dirty]:
+            del self.cache[index]
+
     def close(self) -> None:
         self.sync()
         super().close()
+
+
+class PageEraseMTD(FolioCacheMTD):
+    """A folio cache that erases page by page, as block2mtd does: an erase of part of an
+    eraseblock erases the ``length >> PAGE_SHIFT`` pages from the page holding
+    ``offset`` (where mtdram answers EINVAL)."""
+
+    def erase(self, offset: int, length: int) -> None:
+        self._writeable()
+        self._erase_range(offset, length)
+        self._erase_pages(offset, length)
+
+    def _erase_pages(self, offset: int, length: int) -> None:
+        pages = length // PAGE_SIZE
+        if pages:
+            self._erase(offset // PAGE_SIZE * PAGE_SIZE, pages * PAGE_SIZE)
 
 
 # ---- broken devices: one bug class each ---------------------------------------------
@@ -722,8 +752,10 @@ class ReadOnlyStillErases(FolioCacheMTD):
     """A read-only device refuses writes but not erases."""
 
     def erase(self, offset: int, length: int) -> None:
-        self._range("erase", offset, length)                   # bug: no _writeable()
-        if offset % self.erasesize or length % self.erasesize or not length:
+        self._erase_range(offset, length)                      # bug: no _writeable()
+        if not length:
+            return
+        if offset % self.erasesize or length % self.erasesize:
             raise OSError(errno.EINVAL, f"erase of {length} at {offset} is not aligned")
         self._erase(offset, length)
 
@@ -741,6 +773,250 @@ class ReadOnlyRefusesOnlyAtWriteback(FolioCacheMTD):
             folio.dirty = False
             return
         super()._writeback(index, folio)
+
+
+# ---- the interface's edges (issue 22): partial last folios, operations of nothing,
+# erases of part of an eraseblock, reads over partly cached ranges, answers of the
+# wrong type or length ---------------------------------------------------------------
+
+
+class PartialLastFolioReadAsZeroes(FolioCacheMTD):
+    """A folio that reaches past the end of the device is taken for a hole when read in:
+    the last eraseblocks' data reads back as zeroes once the folio left the cache."""
+
+    def _read_folio(self, index: int) -> _Folio:
+        start = index * self.folio_size
+        if start + self.folio_size > self.size:                 # bug: "past the end"
+            return _Folio(bytearray(self.size - start))
+        return super()._read_folio(index)
+
+
+class PartialLastFolioNotWrittenBack(FolioCacheMTD):
+    """Writeback skips a folio that reaches past the end of the device (a bounds check
+    on the folio, not on the bytes inside): writes to the last eraseblocks are lost."""
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        if (index + 1) * self.folio_size > self.size:          # bug: nothing written
+            folio.dirty = False
+            return
+        super()._writeback(index, folio)
+
+
+class LastPartialFolioOutOfRange(FolioCacheMTD):
+    """The range check counts whole folios: the bytes of a partial last folio are EINVAL."""
+
+    def _range(self, what: str, offset: int, length: int) -> None:
+        end = self.size // self.folio_size * self.folio_size  # bug: whole folios only
+        if offset < 0 or length < 0 or offset + length > end:
+            raise OSError(errno.EINVAL, f"{what} of {length} at {offset} is outside")
+
+
+class ZeroLengthEraseIsEinval(FolioCacheMTD):
+    """The driver refuses an erase of nothing, which mtd_erase answers 0 without calling
+    it (only a device that skips the MTD core's checks reaches the driver with it)."""
+
+    def erase(self, offset: int, length: int) -> None:
+        if not length:                                          # bug
+            raise OSError(errno.EINVAL, "erase of nothing")
+        super().erase(offset, length)
+
+
+class ZeroLengthEraseErasesABlock(FolioCacheMTD):
+    """A do-while loop over eraseblocks: an erase of nothing erases the eraseblock at
+    its offset."""
+
+    def erase(self, offset: int, length: int) -> None:
+        self._writeable()
+        self._erase_range(offset, length)
+        if not length:                                          # bug: one block anyway
+            start = offset // self.erasesize * self.erasesize
+            self._erase(start, self.erasesize)
+            return
+        super().erase(offset, length)
+
+
+class ZeroLengthWriteAtTheEndIsEinval(FolioCacheMTD):
+    """The write range check tests the first byte: a write of nothing at the device's
+    end is EINVAL (mtd_write takes it)."""
+
+    def write(self, offset: int, data: bytes) -> None:
+        if offset >= self.size:                                 # bug: even for nothing
+            raise OSError(errno.EINVAL, "write past the end")
+        super().write(offset, data)
+
+
+class ZeroLengthReadAtTheEndIsEinval(FolioCacheMTD):
+    """The read range check tests the first byte: a read of nothing at the device's end
+    is EINVAL (mtd_read takes it)."""
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset >= self.size:                                 # bug: even for nothing
+            raise OSError(errno.EINVAL, "read past the end")
+        return super().read(offset, length)
+
+
+class UnalignedEraseRoundsOutToEraseblocks(PageEraseMTD):
+    """An erase of part of an eraseblock erases the whole eraseblocks it touches."""
+
+    def _erase_pages(self, offset: int, length: int) -> None:
+        esz = self.erasesize
+        if length:                                              # bug: whole blocks
+            start = offset // esz * esz
+            self._erase(start, -(-(offset + length) // esz) * esz - start)
+
+
+class UnalignedEraseRoundsOutToFolios(PageEraseMTD):
+    """A folio conversion of the page-by-page erase: it erases the whole folios the
+    pages lie in."""
+
+    def _erase_pages(self, offset: int, length: int) -> None:
+        fsz = self.folio_size
+        pages = length // PAGE_SIZE
+        if pages:
+            start = offset // PAGE_SIZE * PAGE_SIZE // fsz * fsz      # bug: folios
+            end = -(-(offset // PAGE_SIZE * PAGE_SIZE + pages * PAGE_SIZE) // fsz) * fsz
+            self._erase(start, min(end, self.size) - start)
+
+
+class UnalignedEraseSkipsPartPages(PageEraseMTD):
+    """Only the pages wholly inside the range are erased (the start rounded up): an
+    erase from the middle of a page erases one page less than block2mtd does."""
+
+    def _erase_pages(self, offset: int, length: int) -> None:
+        first = -(-offset // PAGE_SIZE)                         # bug: rounded up
+        last = (offset + length) // PAGE_SIZE
+        if last > first:
+            self._erase(first * PAGE_SIZE, (last - first) * PAGE_SIZE)
+
+
+class UnalignedEraseRefusedAcrossEraseblocks(PageEraseMTD):
+    """Pages are erased, unless the range crosses an eraseblock boundary: then EINVAL,
+    a rule between mtdram's and block2mtd's."""
+
+    def _erase_pages(self, offset: int, length: int) -> None:
+        esz = self.erasesize
+        if length % esz and offset // esz != (offset + length - 1) // esz:   # bug
+            raise OSError(errno.EINVAL, "erase crosses an eraseblock")
+        super()._erase_pages(offset, length)
+
+
+class DropCachesDropsDirty(FolioCacheMTD):
+    """drop_caches drops every folio, dirty ones too: what was not synced is lost."""
+
+    def drop_caches(self) -> None:
+        self.cache.clear()                                      # bug: dirty ones too
+
+
+class ColdReadBypassesTheCache(FolioCacheMTD):
+    """A "cold read" fast path: a read whose first folio is not cached is served from
+    the store, missing dirty folios cached further in the range."""
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if offset // self.folio_size not in self.cache:        # bug: the first only
+            return bytes(self.store[offset:offset + length])
+        return super()._read(offset, length)
+
+
+class ReadReturnsAViewOfTheFolio(FolioCacheMTD):
+    """A zero-copy read inside one folio returns a view of the cached folio, which
+    changes when the device is written later."""
+
+    def _read(self, offset: int, length: int) -> bytes:
+        pieces = self._segments(offset, length)
+        if len(pieces) == 1:
+            index, off, n = pieces[0]
+            view = memoryview(self._lookup(index).data)[off:off + n]   # bug
+            return cast("bytes", view)
+        return super()._read(offset, length)
+
+
+class ReadRoundedUpToThePage(FolioCacheMTD):
+    """A read is copied out in whole pages: it returns up to the end of its last page."""
+
+    def _read(self, offset: int, length: int) -> bytes:
+        end = min(self.size, -(-(offset + length) // PAGE_SIZE) * PAGE_SIZE)   # bug
+        return super()._read(offset, end - offset)
+
+
+class ZeroLengthReadReturnsNone(FolioCacheMTD):
+    """A read of nothing answers None ("no data") instead of empty bytes."""
+
+    def read(self, offset: int, length: int) -> bytes:
+        data = super().read(offset, length)
+        return cast("bytes", None) if not length else data          # bug
+
+
+EDGE_BUGS: dict[str, type[FolioCacheMTD]] = {
+    "partial_last_folio_read_as_zeroes": PartialLastFolioReadAsZeroes,
+    "partial_last_folio_not_written_back": PartialLastFolioNotWrittenBack,
+    "last_partial_folio_out_of_range": LastPartialFolioOutOfRange,
+    "zero_length_erase_is_einval": ZeroLengthEraseIsEinval,
+    "zero_length_erase_erases_a_block": ZeroLengthEraseErasesABlock,
+    "zero_length_write_at_the_end_is_einval": ZeroLengthWriteAtTheEndIsEinval,
+    "zero_length_read_at_the_end_is_einval": ZeroLengthReadAtTheEndIsEinval,
+    "unaligned_erase_rounds_out_to_eraseblocks": UnalignedEraseRoundsOutToEraseblocks,
+    "unaligned_erase_rounds_out_to_folios": UnalignedEraseRoundsOutToFolios,
+    "unaligned_erase_skips_part_pages": UnalignedEraseSkipsPartPages,
+    "unaligned_erase_refused_across_eraseblocks": UnalignedEraseRefusedAcrossEraseblocks,
+    "drop_caches_drops_dirty": DropCachesDropsDirty,
+    "cold_read_bypasses_the_cache": ColdReadBypassesTheCache,
+    "read_returns_a_view_of_the_folio": ReadReturnsAViewOfTheFolio,
+    "read_rounded_up_to_the_page": ReadRoundedUpToThePage,
+    "zero_length_read_returns_none": ZeroLengthReadReturnsNone,
+}
+
+
+# ---- bugs of kinds no issue named, to see whether the default run generalizes ------
+
+
+class WriteAcrossEraseblocksStopsAtTheBoundary(FolioCacheMTD):
+    """The driver programs one eraseblock per call and forgets to loop: a write that
+    crosses an eraseblock boundary keeps only its first part."""
+
+    def _write(self, offset: int, data: bytes) -> None:
+        room = self.erasesize - offset % self.erasesize
+        super()._write(offset, data[:room])                     # bug: no loop
+
+
+class WholeDeviceEraseSkipsTheLastBlock(FolioCacheMTD):
+    """A chip-erase path for an erase of the whole device, off by one eraseblock."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        if offset == 0 and length == self.size:
+            length -= self.erasesize                            # bug
+        super()._erase(offset, length)
+
+
+class SyncStopsAtTheFirstCleanFolio(FolioCacheMTD):
+    """sync writes back the dirty folios in cache order until it meets a clean one."""
+
+    def sync(self) -> None:
+        for index, folio in self.cache.items():
+            if not folio.dirty:
+                break                                           # bug: continue
+            self._writeback(index, folio)
+
+
+class WornEraseblockStopsErasing(FolioCacheMTD):
+    """A wear counter per eraseblock, checked the wrong way round: after 24 erases an
+    eraseblock is silently left as it is."""
+
+    def _erase(self, offset: int, length: int) -> None:
+        counts = self.__dict__.setdefault("erase_counts", {})
+        for block in range(offset // self.erasesize, -(-(offset + length) // self.erasesize)):
+            counts[block] = counts.get(block, 0) + 1
+            start = max(offset, block * self.erasesize)
+            end = min(offset + length, (block + 1) * self.erasesize)
+            if counts[block] <= 24:                             # bug: skip, no EIO
+                super()._erase(start, end - start)
+
+
+UNNAMED_BUGS: dict[str, type[FolioCacheMTD]] = {
+    "write_across_eraseblocks_stops_at_the_boundary": WriteAcrossEraseblocksStopsAtTheBoundary,
+    "whole_device_erase_skips_the_last_block": WholeDeviceEraseSkipsTheLastBlock,
+    "sync_stops_at_the_first_clean_folio": SyncStopsAtTheFirstCleanFolio,
+    "worn_eraseblock_stops_erasing": WornEraseblockStopsErasing,
+}
 
 
 FOLIO_CACHE_BUGS: dict[str, type[FolioCacheMTD]] = {
@@ -950,3 +1226,5 @@ POWER_CUT_BUGS: dict[str, type[PowerCutMTD]] = {
     "erase_queued_past_sync": EraseQueuedPastSync,
 }
 BROKEN.update(POWER_CUT_BUGS)
+BROKEN.update(EDGE_BUGS)
+BROKEN.update(UNNAMED_BUGS)

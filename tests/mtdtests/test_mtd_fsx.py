@@ -16,12 +16,17 @@ from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure, make_data
+from pytest_folio.mtdtests.report import explain, kind_of, shrink
 from tests.helpers import FIRST_STRESS_PART, subprocess_env
 from tests.helpers.mtd_devices import (
+    ColdReadBypassesTheCache,
     EraseOfTheLastBlockIsEinval,
     FolioCacheMTD,
+    PageEraseMTD,
     PartialFolioWriteSkipsTheRead,
     RamMTD,
+    ReadReturnsAViewOfTheFolio,
+    UnalignedEraseRefusedAcrossEraseblocks,
 )
 
 QUICK = ("-p", "no:cacheprovider", "-p", "no:benchmark")
@@ -149,3 +154,91 @@ def test_differential_mode_through_the_option(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "mtd fsx: op 1 (erase 0x0 0x100000): target EINVAL, reference ok" in proc.stdout
     assert "--folio-mtd-oracle=reference --folio-mtd-replay=" in proc.stdout
+
+
+def test_an_erase_of_nothing_is_a_no_op_inside_and_einval_at_the_end() -> None:
+    fsx = MTDFsx(_reference(1 << 20, 16384), folio=16384)
+    fsx.step(Op("erase", 0, 1 << 20))
+    fsx.step(Op("write", 0, 16384, "rand", 1))
+    assert fsx.step(Op("erase", 100, 0)).error is None
+    assert fsx.step(Op("erase", 1 << 20, 0)).error == errno.EINVAL
+    assert fsx.step(Op("read", 1 << 20, 0)).data == b""
+    assert fsx.step(Op("write", 1 << 20, 0, "rand", 0)).error is None
+    fsx.check_all()                       # the erase of nothing left the data alone
+
+
+@pytest.mark.parametrize("device", [RamMTD, PageEraseMTD])
+def test_either_rule_for_erasing_part_of_an_eraseblock_passes(device: type[RamMTD]) -> None:
+    fsx = MTDFsx(device(size=1 << 20, erasesize=16384), folio=16384)
+    fsx.run([Op("erase", 0, 1 << 20), Op("write", 0, 1 << 16, "rand", 1),
+             Op("erase", 4096, 8192), Op("erase", 20000, 5000), Op("read", 0, 1 << 16)])
+    assert fsx.erase_rule == ("refuses" if device is RamMTD else "erases pages")
+
+
+def test_a_device_that_changes_its_rule_for_erasing_part_of_an_eraseblock_fails() -> None:
+    fsx = MTDFsx(UnalignedEraseRefusedAcrossEraseblocks(size=1 << 20, erasesize=16384),
+                 folio=16384)
+    with pytest.raises(MTDFsxFailure, match=r"op 3 \(erase 0x3000 0x2000\): got EINVAL for "
+                                            r"an erase of part of an eraseblock, but the "
+                                            r"device erases pages for op 2"):
+        fsx.run([Op("erase", 0, 1 << 20), Op("erase", 4096, 4096), Op("erase", 0x3000, 0x2000)])
+
+
+def test_a_read_answering_a_view_of_its_cache_breaks_the_protocol() -> None:
+    fsx = MTDFsx(ReadReturnsAViewOfTheFolio(size=1 << 20, erasesize=16384), folio=16384)
+    with pytest.raises(MTDFsxFailure, match=r"op 2 \(read 0x0 0x10\): read returned "
+                                            r"memoryview, not bytes"):
+        fsx.run([Op("erase", 0, 1 << 20), Op("read", 0, 16)])
+
+
+def test_the_reference_runs_with_a_partial_last_folio_and_drops_clean_folios() -> None:
+    size = (1 << 20) - 4096                            # 16K folios: the last one partial
+    ref = make_reference_block2mtd(size=size, erasesize=4096, folio_order=2)
+    fsx = MTDFsx(ref, folio=16384, reference=None)
+    assert fsx.layout.can_drop and ref.size == size
+    fsx.run(random_ops(fsx.layout, seed=7, count=400, erased=fsx.model.is_erased))
+    assert fsx.counts["drop"] > 0
+    ref.write(0, b"\x00" * 10)                         # dirty: stays cached
+    ref.sync()
+    ref.write(16384, b"\x00" * 10)
+    ref.drop_caches()
+    assert sorted(ref.mapping._folios) == [4]
+    assert ref.read(0, 16394)[:10] == bytes(10) and ref.read(16384, 10) == bytes(10)
+
+
+def test_a_failure_shrinks_to_a_few_operations_that_point_at_the_bad_byte() -> None:
+    size, esz = (1 << 20) - 4096, 4096
+
+    def rerun(ops: list[Op]) -> MTDFsxFailure | None:
+        try:
+            MTDFsx(ColdReadBypassesTheCache(size=size, erasesize=esz), folio=16384).run(ops)
+        except MTDFsxFailure as failure:
+            return failure
+        return None
+
+    fsx = MTDFsx(ColdReadBypassesTheCache(size=size, erasesize=esz), folio=16384)
+    with pytest.raises(MTDFsxFailure) as info:
+        fsx.run(random_ops(fsx.layout, seed=5, count=1200, erased=fsx.model.is_erased))
+    small = shrink(info.value, rerun)
+    assert len(small.ops) <= 8 < len(info.value.ops) and kind_of(small) == "wrong data at #"
+    lines = explain(small, fsx.layout)
+    assert small.mismatch is not None
+    at = small.mismatch.at
+    assert lines[0].startswith(f"first wrong byte at {at:#x}: eraseblock {at // esz} ")
+    starred = [line for line in lines if line.startswith("*")]
+    assert starred and all(" write " in line or " erase " in line for line in starred)
+    assert any(line.endswith(" <") for line in lines)
+
+
+@pytest.mark.parametrize(("args", "oracle"), [
+    (["--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD"], "reference"),
+    (["--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD", "--folio-mtd-oracle=none"],
+     "none"),
+    (["--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD",
+      "--folio-mtd-oracle=reference:api=page"], "reference:api=page"),
+    ([], "none"),
+])
+def test_the_mtd_oracle_is_the_reference_for_a_users_device_unless_none(
+        tmp_path: Path, args: list[str], oracle: str) -> None:
+    proc = _pytest(tmp_path, "-p", "pytest_folio", "--co", *args)
+    assert f"folio: mtd oracle {oracle}\n" in proc.stdout, proc.stdout[-2000:]

@@ -15,7 +15,7 @@ import pytest
 from pytest_folio.measurement import Measurement
 from pytest_folio.params import MTDParam, default_erasesizes
 from tests.helpers import CHECKOUT, run_result, subprocess_env
-from tests.helpers.mtd_devices import BROKEN
+from tests.helpers.mtd_devices import BROKEN, EDGE_BUGS, UNNAMED_BUGS
 
 POWER_CUT_TESTS = {
     'test_power_cut_after_every_sync_keeps_what_was_synced',
@@ -77,6 +77,30 @@ CAUGHT_BY = {
     'readonly_still_erases': {'test_readonly_device_refuses_every_write_and_erase'},
     'readonly_refuses_only_at_writeback': {
         'test_readonly_device_refuses_every_write_and_erase'},
+    # the interface's edges, and kinds no issue named (tests.helpers.mtd_devices)
+    'partial_last_folio_read_as_zeroes': {'test_mtd_fsx'},
+    'partial_last_folio_not_written_back': {'test_mtd_fsx'},
+    'last_partial_folio_out_of_range': {'test_mtd_fsx'},
+    'zero_length_erase_is_einval': {'test_mtd_fsx'},
+    'zero_length_erase_erases_a_block': {'test_mtd_fsx'},
+    'zero_length_write_at_the_end_is_einval': {'test_mtd_fsx'},
+    'zero_length_read_at_the_end_is_einval': {'test_mtd_fsx'},
+    'unaligned_erase_rounds_out_to_eraseblocks': {'test_mtd_fsx'},
+    'unaligned_erase_rounds_out_to_folios': {'test_mtd_fsx'},
+    'unaligned_erase_skips_part_pages': {'test_mtd_fsx'},
+    'unaligned_erase_refused_across_eraseblocks': {'test_mtd_fsx'},
+    'drop_caches_drops_dirty': {'test_mtd_fsx'},
+    'cold_read_bypasses_the_cache': {'test_mtd_fsx', 'test_stress'},
+    'read_returns_a_view_of_the_folio': {
+        'test_mtd_fsx', 'test_readonly_device_refuses_every_write_and_erase'},
+    'read_rounded_up_to_the_page': {
+        'test_mtd_fsx', 'test_out_of_range_is_einval', 'test_read',
+        'test_readonly_device_refuses_every_write_and_erase', 'test_speed', 'test_stress'},
+    'zero_length_read_returns_none': {'test_mtd_fsx'},
+    'write_across_eraseblocks_stops_at_the_boundary': {'test_mtd_fsx', 'test_stress'},
+    'whole_device_erase_skips_the_last_block': {'test_mtd_fsx'},
+    'sync_stops_at_the_first_clean_folio': {'test_mtd_fsx'},
+    'worn_eraseblock_stops_erasing': {'test_mtd_fsx', 'test_stress'},
     # crash-only: caught by the power-cut suites and by nothing else
     'sync_without_flush': POWER_CUT_TESTS,
     'sync_writes_the_wrong_pages': {'test_power_cut_after_every_sync_keeps_what_was_synced'},
@@ -86,7 +110,8 @@ CAUGHT_BY = {
 # Devices opened as --folio-mtd=tests.helpers.mtd_devices:NAME opens them, at each geometry
 # below; the others are one object each.
 FACTORIES = {**{bug: cls.__name__ for bug, cls in BROKEN.items()}, "ram": "RamMTD",
-             "cached": "CachedRamMTD", "foliocache": "FolioCacheMTD", "powercut": "PowerCutMTD"}
+             "cached": "CachedRamMTD", "foliocache": "FolioCacheMTD", "powercut": "PowerCutMTD",
+             "pageerase": "PageEraseMTD"}
 DEVICES = {
     "nand": "NandRamMTD()",
     "rom": "RamMTD(type=mtd_devices.MTD_ROM, flags=mtd_devices.MTD_CAP_ROM)",
@@ -194,7 +219,7 @@ def run_suites(directory: Path, devices: dict[str, str], *args: str,
 # The devices in a few groups, one inner run each: under xdist a worker runs only the
 # groups of the tests it was given (one run of every device on each worker doubled the
 # catalogue's cost). The correct devices share a group, whose output the tests read.
-CORRECT_GROUP = (*DEVICES, "ram", "cached", "foliocache", "powercut")
+CORRECT_GROUP = (*DEVICES, "ram", "cached", "foliocache", "powercut", "pageerase")
 _BUGS = sorted(BROKEN)
 _PER_GROUP = -(-len(_BUGS) // 4)
 GROUPS = [CORRECT_GROUP, *(tuple(_BUGS[i:i + _PER_GROUP])
@@ -230,12 +255,37 @@ def test_each_broken_device_is_caught_by_the_default_suites(
     assert failed == CAUGHT_BY[bug], output[-3000:]
 
 
-@pytest.mark.parametrize("device", ["ram", "cached", "foliocache", "powercut"])
+# The edge classes and the unnamed kinds, each caught by the differential test alone:
+# test_mtd_fsx against the reference (--folio-mtd-oracle=reference), in one inner run.
+DIFFERENTIAL = sorted({*EDGE_BUGS, *UNNAMED_BUGS})
+
+
+@pytest.fixture(scope="session")
+def differential(tmp_path_factory: pytest.TempPathFactory) -> Outcomes:
+    outcomes, _ = run_suites(tmp_path_factory.mktemp("differential"), {},
+                             "--folio-mtd-oracle=reference",
+                             "-k", "test_mtd_fsx and not hypothesis",
+                             factories={k: FACTORIES[k] for k in [*DIFFERENTIAL, "pageerase"]})
+    return outcomes
+
+
+@pytest.mark.parametrize("bug", DIFFERENTIAL)
+def test_each_edge_bug_is_caught_by_the_differential_test_alone(
+        differential: Outcomes, bug: str) -> None:
+    assert differential[bug] == {"test_mtd_fsx": "failed"}
+
+
+def test_the_differential_test_passes_a_device_that_erases_pages(
+        differential: Outcomes) -> None:
+    assert differential["pageerase"] == {"test_mtd_fsx": "passed"}
+
+
+@pytest.mark.parametrize("device", ["ram", "cached", "foliocache", "powercut", "pageerase"])
 def test_correct_devices_pass_every_suite(catalogue: Catalogue, device: str) -> None:
     outcomes, output = catalogue(device)
-    # only FolioCacheMTD (and PowerCutMTD) take readonly=True; the others return
-    # writeable devices for it; only PowerCutMTD can lose power
-    readonly = "passed" if device in ("foliocache", "powercut") else "skipped"
+    # only FolioCacheMTD (and PowerCutMTD, PageEraseMTD) take readonly=True; the others
+    # return writeable devices for it; only PowerCutMTD can lose power
+    readonly = "passed" if device in ("foliocache", "powercut", "pageerase") else "skipped"
     power = "passed" if device == "powercut" else "skipped"
     assert outcomes[device] == {**dict.fromkeys(POWER_CUT_TESTS, power),
         "test_read": "passed", "test_out_of_range_is_einval": "passed",
