@@ -103,6 +103,7 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 _DEFAULTS = {option: default for option, _, default, _ in _OPTIONS}
+_LISTS = frozenset({"--folio-orders", "--folio-block-sizes", "--folio-erasesizes"})
 _TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
 _FALSE = frozenset({"0", "false", "no", "off", "n", "f"})
 
@@ -135,10 +136,15 @@ class GivenValues:
 
     def text(self, option: str) -> str | None:
         """The given value as text, else the default; an empty given value is an error
-        (an empty --folio-fs must not quietly mean the current directory)."""
+        (an empty --folio-fs must not quietly mean the current directory). A TOML array
+        (``folio_orders = [0, 2]``) is a list for the options that take one."""
         value = self.raw(option)
         if value is None:
             return _DEFAULTS.get(option)
+        if isinstance(value, list):
+            if option not in _LISTS:
+                raise self.error(option, "takes one value, not a list (write it as a string)")
+            value = ",".join(str(v) for v in value)
         text = str(value).strip()
         if not text:
             raise self.error(option, "needs a value, not an empty string")
@@ -367,8 +373,9 @@ def check_mtd_geometry(size: int, erasesize: int) -> None:
 
 
 def parse_erasesizes(text: str, size: int) -> tuple[int, ...]:
-    """``--folio-erasesizes 4K,16K,128K``: each a divisor of the device size."""
-    erasesizes = tuple(parse_size(e) for e in parse_list(text))
+    """``--folio-erasesizes 4K,16K,128K``: each a divisor of the device size, once."""
+    erasesizes = parse_unique(parse_list(text), lambda e: parse_size(str(e)),
+                              lambda e: f"erasesize {format_size(e)}")
     for each in erasesizes:
         check_mtd_geometry(size, each)
     return erasesizes

@@ -12,15 +12,19 @@ paths or files again.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
+from pytest_folio.sizes import format_size
 from pytest_folio.targets.capabilities import lacking_line, offered
 from pytest_folio.targets.fs import FsOracle, FsTarget, resolve_fs_oracle, resolve_fs_target
 from pytest_folio.targets.mtd import (
@@ -34,9 +38,23 @@ from pytest_folio.targets.spec import TargetError
 SESSION_KEY = pytest.StashKey["FolioSession"]()
 
 
+# A replayed log is read once, on the controller, and handed to every xdist worker as
+# text: larger ones are refused before the tests (16 MiB is some 500,000 operations).
+MAX_LOG_BYTES = 16 << 20
+
+
 def _read(path: Path, error: type[ValueError]) -> str:
-    try:
-        return path.read_text()
+    """A log's text: a regular file (a FIFO or /dev/zero would block or never end) of at
+    most :data:`MAX_LOG_BYTES`."""
+    try:    # O_NONBLOCK: opening a FIFO would wait for a writer
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise error(f"{path}: is not a regular file")
+            if info.st_size > MAX_LOG_BYTES:
+                raise error(f"{path}: {format_size(info.st_size)} is more than the "
+                            f"{format_size(MAX_LOG_BYTES)} a replayed log may have")
+            return f.read(MAX_LOG_BYTES + 1).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read {path}: {exc}") from None
 
@@ -59,6 +77,32 @@ def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str,
             rows = offered(made, "fs")
         lines.append(f"fs {fs.label} {lacking_line(rows)}")
     return tuple(lines)
+
+
+def _check_size_maps(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> None:
+    """A size map covers every size the run's options ask for (else every test at a
+    missing size would fail at set-up, each with the same error)."""
+    targets: list[tuple[MTDTarget | FsTarget, list[int], str]] = [
+        (mtd, [PAGE_SIZE << o for o in s.orders], "--folio-orders"),
+        (fs, list(s.block_sizes), "--folio-block-sizes")]
+    for target, sizes, sizes_option in targets:
+        missing = [size for size in sizes if target.paths and size not in target.paths]
+        if missing:
+            raise pytest.UsageError(
+                f"{s.source(target.option)}: the size map has no {target.path_noun} for "
+                f"{format_size(missing[0])} {target.size_name} ({s.source(sizes_option)}: "
+                f"{','.join(format_size(size) for size in sizes)})")
+
+
+def _check_reference_memory(s: FolioSettings) -> None:
+    """The reference device's memory can be reserved at all (once, here, rather than an
+    error at every test's set-up)."""
+    from pytest_folio.model.blockdev import BlockDevice
+
+    try:
+        BlockDevice(s.mtd_size).release()
+    except ValueError as exc:
+        raise pytest.UsageError(f"{s.source('--folio-mtd-size')}: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +139,10 @@ class FolioSession:
             header = _try_factories(s, mtd, fs) if decided is None else ()
         except TargetError as exc:
             raise pytest.UsageError(str(exc)) from None
+        if decided is None:
+            _check_size_maps(s, mtd, fs)
+            if "reference" in (mtd.kind, mtd_oracle and mtd_oracle.kind):
+                _check_reference_memory(s)
         mtd_replay = fsx_replay = None
         try:
             if s.mtd_replay is not None:

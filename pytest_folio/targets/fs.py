@@ -123,8 +123,15 @@ class FsTarget(Target[AnyFileSystem]):
                               f"{getattr(exc, 'strerror', None) or exc}") from None
         if not path.is_dir():
             raise TargetError(f"{option}: {path} is not a directory")
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            raise TargetError(f"{option}: {path}: is on a read-only file system")
         if not os.access(path, os.W_OK | os.X_OK):
             raise TargetError(f"{option}: {path} is not writable by this user")
+        try:        # what each test does: a fresh directory in it (not in /proc, /sys)
+            os.rmdir(tempfile.mkdtemp(prefix=".pytest-folio-probe-", dir=path))
+        except OSError as exc:
+            raise TargetError(f"{option}: {path}: cannot create a directory in it "
+                              f"({exc.strerror or exc})") from None
 
 
 def resolve_fs_target(text: str, option: str = OPTION, kind: str | None = None) -> FsTarget:

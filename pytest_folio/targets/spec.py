@@ -47,7 +47,11 @@ def parse_knobs(text: str, option: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise TargetError(f"{option}: knob {part!r} is not of the form name=value")
-        knobs[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if key in knobs:    # the last one would silently win
+            raise TargetError(f"{option}: knob {key} is given twice ({knobs[key]!r} and "
+                              f"{value!r})")
+        knobs[key] = value
     return knobs
 
 

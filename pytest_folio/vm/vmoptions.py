@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ def _positive(kind: type[int] | type[float]) -> Any:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value):        # nan passes "> 0"; an inf deadline never fires
+            raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
         return value
