@@ -29,6 +29,8 @@ from pytest_folio.vm.build import BuildError
 from pytest_folio.vm.kernel import Kernel, user_kernel
 from pytest_folio.vm.source import KernelSource
 
+BUILD_TOOLS = ("make", "gcc", "flex", "bison", "bc")     # what building a kernel runs
+
 # What the guest needs and what the suites test; everything else stays off. brd, mtd,
 # block2mtd and the mtd tests are modules so that --patch/--driver can replace them.
 # TRANSPARENT_HUGEPAGE: without it a block device takes no logical block above PAGE_SIZE
@@ -196,7 +198,7 @@ def build_kernel(src: Path, cache_root: Path, progress: Progress,
     key = build_key(src)
     entry = cache_root / "built-kernels" / key
     if not (entry / "done").is_file():
-        for tool in ("make", "gcc", "flex", "bison", "bc"):
+        for tool in BUILD_TOOLS:
             if shutil.which(tool) is None:
                 raise VMError(f"--build-kernel needs {tool}: install it (apt-get install "
                               "build-essential flex bison bc libelf-dev libssl-dev)")

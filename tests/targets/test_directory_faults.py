@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 FULL_SIZE = "128k"  # smaller than fsx's 256 KiB file: every directory suite fills it
 
 
@@ -21,8 +23,11 @@ def _mount_tmpfs(where: Path, size: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs to fill needs root")
     where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                          capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                               str(where)], capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        pytest.skip("needs mount(8) (Debian: apt-get install mount)")
     if done.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
 
