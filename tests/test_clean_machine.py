@@ -62,9 +62,9 @@ def test_tests_needing_absent_tools_skip_on_a_bare_machine(tmp_path: Path) -> No
     env = {"PATH": str(bare), "HOME": str(tmp_path), "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-         "-rs", "-o", "addopts=", "--ignore=tests/vm/guest", *TOOL_USERS], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=900, check=False)
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "-rs",
+         "-o", "addopts=", "--ignore=tests/vm/guest", *TOOL_USERS], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=900, check=False)
     tail = done.stdout[-3000:]
     assert done.returncode == 0, tail
     assert "skipped" in tail, tail      # the tools really were missing

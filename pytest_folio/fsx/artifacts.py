@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pytest_folio.files import write_file
 from pytest_folio.fsx.log import LogEntry, write_fsxops
 from pytest_folio.targets.protocols import FileSystem
 
@@ -50,18 +51,15 @@ def save_failure(base: Path, log: Sequence[LogEntry], badoff: int, good: bytes,
     base.parent.mkdir(parents=True, exist_ok=True)
     ops = write_fsxops(f"{base}.fsxops", log, badoff)
     prt(_saved_line(ops))
-    good_path = Path(f"{base}.fsxgood")
-    good_path.write_bytes(good)
+    good_path = write_file(f"{base}.fsxgood", good)
     prt("Correct content saved for comparison")
     saved = {"fsxops": ops, "fsxgood": good_path}
     if held is not None:
-        kept = Path(f"{base}.dat")
-        kept.write_bytes(held)
+        kept = write_file(f"{base}.dat", held)
         saved["dat"] = kept
         prt(f'(maybe hexdump "{kept}" vs "{good_path}"; {kept.name} is what '
             f'{fname} held)')
     else:
         prt(f'(maybe hexdump "{fname}" vs "{good_path}")')
-    log_path = Path(f"{base}.fsxlog")
-    log_path.write_text("\n".join(lines) + "\n")
+    log_path = write_file(f"{base}.fsxlog", "\n".join(lines) + "\n")
     return {**saved, "fsxlog": log_path}

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from pytest_folio.files import write_file
+
 # The operations this engine generates, in the order the random choice maps onto them.
 OP_READ = 0
 OP_WRITE = 1
@@ -201,12 +203,9 @@ def format_fsxops(entries: Iterable[LogEntry], badoff: int = -1) -> str:
 
 def write_fsxops(path: str | os.PathLike[str], entries: Iterable[LogEntry],
                  badoff: int = -1) -> Path:
-    """Write the log atomically (a reader never sees half a file) and return its path."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(format_fsxops(entries, badoff))
-    os.replace(tmp, path)
-    return path
+    """Write the log atomically (a reader never sees half a file, a planted symlink is
+    replaced, not followed) and return its path."""
+    return write_file(path, format_fsxops(entries, badoff))
 
 
 _OCTAL = re.compile(r"^0[0-7]+$")

@@ -13,11 +13,11 @@ import json
 import math
 import os
 import stat
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from pytest_folio.files import write_file
 from pytest_folio.measurement import Measurement
 
 FORMAT = "pytest-folio-timing"
@@ -112,35 +112,9 @@ def check_save_path(path: str | os.PathLike[str]) -> None:
         raise TimingFileError(f"{where}: directory {parent} is not writable")
 
 
-def _umask() -> int:
-    """The process's umask (read without changing it where Linux allows)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _write_new(run: TimingRun, target: Path, publish: Any) -> None:
-    """Write ``run`` to a temporary file beside ``target`` with the umask's mode, fsync
-    it, then ``publish(tmp, target)``; the temporary file never outlives a failure."""
-    text = json.dumps(run.to_dict(), indent=1, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=target.parent or Path("."), prefix=f".{target.name}.",
-                               suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())   # the mode open() would have created it with
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        publish(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    """Write ``run`` beside ``target`` and ``publish(tmp, target)`` it (see files)."""
+    write_file(target, json.dumps(run.to_dict(), indent=1, allow_nan=False) + "\n", publish)
 
 
 def save_run(run: TimingRun, path: str | os.PathLike[str]) -> None:
