@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -273,11 +274,22 @@ class VMRun:
 def run(args: argparse.Namespace) -> int:
     """The subcommand: pytest's exit status, or 125 with one line when the VM cannot run."""
     opts = check_options(args)
+    terminated = []
+
+    def terminate(signum: int, frame: object) -> None:
+        """SIGTERM (``timeout``, a CI runner) unwinds as Ctrl-C does: qemu's process
+        group is killed and the temporary directories removed on the way out."""
+        terminated.append(signum)
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
         return VMRun(opts).execute()
     except VMError as exc:
         print(f"python -m pytest_folio vm: error: {exc}", file=sys.stderr)
         return EXIT_VM_ERROR
     except KeyboardInterrupt:
-        print("python -m pytest_folio vm: interrupted (qemu killed)", file=sys.stderr)
-        return 130
+        how = "terminated" if terminated else "interrupted"
+        print(f"python -m pytest_folio vm: {how} (qemu killed)", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -155,3 +158,38 @@ def test_unstartable_qemu_is_one_line(tmp_path: Path) -> None:
     target.write_text("")
     with pytest.raises(VMError, match=r"^cannot start .*not-executable: Permission denied$"):
         run_guest([str(target)], lambda line: None, timeout=5)
+
+
+def test_sigterm_stops_the_guest_and_cleans_up(tmp_path: Path) -> None:
+    """`timeout` or a CI runner stops `vm` with SIGTERM: the guest's process group is
+    killed and its temporary directory removed, as for Ctrl-C."""
+    script = f"""
+import os, sys, tempfile
+from pytest_folio.vm import runner
+from pytest_folio.vm.qemu import run_guest
+
+class Run:
+    def __init__(self, opts):
+        pass
+
+    def execute(self):
+        with tempfile.TemporaryDirectory(dir={str(tmp_path)!r}):
+            run_guest(["sh", "-c", "echo $$ > {tmp_path}/guest.pid; echo up; exec sleep 60"],
+                      lambda line: print(line, flush=True), timeout=60)
+        return 0
+
+runner.VMRun, runner.check_options = Run, lambda args: None
+sys.exit(runner.run(None))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "up"
+    guest = int((tmp_path / "guest.pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert err.strip() == "python -m pytest_folio vm: terminated (qemu killed)"
+    with pytest.raises(ProcessLookupError):
+        os.kill(guest, 0)
+    assert [p.name for p in tmp_path.iterdir()] == ["guest.pid"]
