@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_folio import progress
+from pytest_folio.files import write_file
 from pytest_folio.mtdtests.kernel_modules import INTERLEAVE_ENV, MODULES_ENV
 from pytest_folio.sizes import format_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
@@ -253,9 +253,9 @@ class VMRun:
             written = out / Path(GUEST_SAVE).name
             if written.is_file():
                 save.parent.mkdir(parents=True, exist_ok=True)
-                tmp = save.with_name(f".{save.name}.{os.getpid()}.tmp")
-                shutil.copyfile(written, tmp)
-                tmp.replace(save)  # atomically: a saved run is never half-written
+                # atomically, through an exclusive temporary: never half written, and
+                # never through a symlink planted in a directory others may write
+                write_file(save, written.read_bytes())
                 self.progress(f"timings saved to {save}")
             else:
                 self.progress(f"pytest wrote no timings, so {save} was not written")
@@ -268,7 +268,7 @@ class VMRun:
                 self.progress(f"guest kernel log has {len(problems)} warning line(s); "
                               f"first: {problems[0].strip()}")
             if self.opts.dmesg is not None:
-                shutil.copyfile(dmesg, self.opts.dmesg)
+                write_file(self.opts.dmesg, dmesg.read_bytes())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -136,8 +136,28 @@ class VMOptions:
     power_cut: bool = False
 
 
+def check_cache(cache: Path) -> None:
+    """The host imports byte code and boots kernels and modules from the cache: one that
+    another user owns or may write is refused (CommandError) before anything is read."""
+    try:
+        info = cache.stat()
+    except FileNotFoundError:
+        return          # made by this user, with this user's umask
+    except OSError as exc:
+        raise CommandError(f"cache {cache}: {exc.strerror or exc}") from None
+    if info.st_uid != os.geteuid():
+        raise CommandError(f"cache {cache}: owned by uid {info.st_uid}, not this user "
+                           f"({os.geteuid()}); what it holds would run as you: use a "
+                           "cache of your own (--cache-dir or PYTEST_FOLIO_CACHE)")
+    if info.st_mode & 0o022:
+        raise CommandError(f"cache {cache}: writable by other users (mode "
+                           f"{info.st_mode & 0o777:o}); what it holds would run as you: "
+                           f"chmod go-w {cache}")
+
+
 def check_options(args: argparse.Namespace) -> VMOptions:
     """Turn parsed arguments into :class:`VMOptions`; a mistake raises CommandError."""
+    check_cache(args.cache_dir or cache_root())
     kernel, suite = (None if args.kernel is None else Path(args.kernel)), None
     if args.kernel is not None and args.kernel.startswith(DEBIAN_PREFIX):
         try:

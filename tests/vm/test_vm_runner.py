@@ -349,3 +349,31 @@ def test_help_mentions_pytest_args(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["vm", "--help"])
     assert "-- PYTEST-ARGS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("how", ["others-write", "other-owner", "env"])
+def test_a_cache_others_could_write_is_refused(tmp_path: Path, how: str,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Byte code, kernels and modules from the cache run as the user: a cache someone
+    else owns or may write is refused in one line before anything is read from it."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    args = ["--cache-dir", str(cache)]
+    if how == "others-write":
+        cache.chmod(0o777)
+    elif how == "other-owner":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(cache, 4242, -1)
+    else:
+        cache.chmod(0o775)
+        monkeypatch.setenv("PYTEST_FOLIO_CACHE", str(cache))
+        args = []
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["vm", *args, "--", "-x"]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"cache {cache}: " in err, err
+    assert ("writable by other users" in err) if how != "other-owner" else (
+        "owned by uid 4242" in err)
