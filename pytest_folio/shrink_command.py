@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_folio.errors import CommandError
+from pytest_folio.files import write_file
 from pytest_folio.fsx.config import FsxOptions, parse_fsx_args
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops, write_fsxops
@@ -119,7 +120,7 @@ def _shrink_mtdops(args: argparse.Namespace, text: str) -> tuple[str, int, int]:
 
     shortest = _minimal(log.ops, fails, args.seconds, f"--folio-mtd={args.folio_mtd}")
     out = args.output or args.log.with_suffix(".min.mtdops")
-    out.write_text(format_mtdops(shortest, _Geometry(geometry[0]),
+    write_file(out, format_mtdops(shortest, _Geometry(geometry[0]),
                                  f"shrunk from {args.log} ({len(log.ops)} operations)"))
     return str(out), len(log.ops), len(shortest)
 

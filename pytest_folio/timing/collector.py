@@ -232,7 +232,11 @@ class TimingCollector:
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
         """Note that the test loop ended by itself: a second Ctrl-C while pytest handles
         the first leaves the exit status unset, and must still count as an interrupt."""
-        result = yield
+        try:
+            result = yield
+        except session.Failed:      # -x / --maxfail: a stop the user asked for
+            self.loop_finished = True
+            raise
         self.loop_finished = True
         return result
 

@@ -298,3 +298,11 @@ def test_bandwidth_of_a_zero_time_is_one_line(tmp_path: Path,
     assert main(["bandwidth", str(tmp_path / "z.json")]) == 2
     assert capsys.readouterr().err == ("python -m pytest_folio bandwidth: error: n at 4K: a "
                                        "time of 0 ms has no bandwidth\n")
+
+
+def test_a_run_stopped_by_exitfirst_is_complete(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_a(folio_timer):\n    folio_timer.record('x', [1.0])\n\n"
+                        "def test_b():\n    assert 0\n\ndef test_c():\n    pass\n")
+    result = pytester.runpytest("-x", "--folio-save=run.json")
+    result.stdout.fnmatch_lines(["folio: saved 1 measurements to run.json"])
+    assert load_run(pytester.path / "run.json").complete
