@@ -67,6 +67,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "instead of a random run", None, "string"),
     ("--folio-columns", "what each cell of the timing tables shows, comma-separated from "
      + ", ".join(TABLE_FIGURES), "median,iqr", "string"),
+    ("--folio-race-seconds", "how long the invalidate race suite writes while other "
+     "threads drop the page cache, per test", "2", "string"),
     ("--folio-mtd-oracle", "differential mode: run the MTD fsx suite's operations on the "
      "target and on this oracle (reference[:knob=value,...]) and compare every result; "
      "none turns it off (default: reference when --folio-mtd is not the reference)",
@@ -212,6 +214,7 @@ class FolioSettings:
     failures: Path | None = None         # relative paths are under the rootdir
     timeout: float = 0.0                 # 0: no limit
     fs_oracle_replay: Path | None = None
+    race_seconds: float = 2.0
 
     @property
     def fsx_seed(self) -> int:
@@ -356,6 +359,13 @@ def _failures_dir(text: str) -> Path | None:
     return path
 
 
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise ValueError(f"takes a positive number of seconds, not {text!r}")
+    return value
+
+
 def _pages(size: int, what: str) -> int:
     if size < PAGE_SIZE or size % PAGE_SIZE:
         raise ValueError(f"{what} {size} must be a positive multiple of {PAGE_SIZE}")
@@ -433,6 +443,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         timeout=given.parse("--folio-timeout", _seconds) or 0.0,
         columns=columns,
         fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
+        race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

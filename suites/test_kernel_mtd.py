@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_folio import progress
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.measurement import Measurement
 from pytest_folio.mtdtests.common import mtdtest_erase_good_eraseblocks
@@ -34,8 +35,11 @@ from pytest_folio.mtdtests.kernel_modules import (
 )
 from pytest_folio.session import settings
 from pytest_folio.sizes import format_size
+from pytest_folio.suites.mtd.base import run_seed
+from pytest_folio.suites.mtd.race import RaceCounts, run_invalidate_race
 from pytest_folio.targets.mtdchar import open_mtd_char
 
+RACE_PASSES = 2         # per side, ABBA: each pass runs --folio-race-seconds per device
 SPEED_PASSES = 4        # samples per row: the fewest the collector's significance test takes
 INTERLEAVED_PASSES = 10  # per side, ABBA...: two sides in one boot take more samples
 SUITE = "mtd_speedtest"
@@ -152,6 +156,57 @@ def test_kernel_mtd_speedtest_interleaved(request: pytest.FixtureRequest) -> Non
     for side, target in sides.items():
         for device in devices:
             _announce(request, device, samples[side][device.number], target)
+
+
+def test_block2mtd_invalidate_race_interleaved(request: pytest.FixtureRequest) -> None:
+    """The invalidate race on the stock and the built block2mtd in turn in one boot
+    (``vm --patch FILE --interleave``), ABBA, on every block2mtd device: the built one
+    must lose nothing; how often the stock one lost a write is the item's report (and
+    its rows, "Lost writes and erases" per run, go to the collector per side)."""
+    staged = os.environ.get(INTERLEAVE_ENV)
+    if os.environ.get("PYTEST_FOLIO_VM") != "1" or not staged:
+        pytest.skip("the stock and the patched block2mtd in turn in one boot: python -m "
+                    "pytest_folio vm --patch FILE --interleave -- -k race ...")
+    devices = [d for d in kernel_mtd_devices() if d.folio_order is not None]
+    origin = (Path(staged) / "origin").read_text().strip()
+    sides = {"base": "stock block2mtd", "patched": f"block2mtd built with {origin}"}
+    seconds = settings(request.config).race_seconds
+    totals = {side: RaceCounts() for side in sides}
+    runs: dict[str, dict[int, list[float]]] = {side: {} for side in sides}
+    order = list(sides)
+    try:
+        for n in range(RACE_PASSES):
+            for side in (order if n % 2 == 0 else order[::-1]):
+                devices = swap_block2mtd(Path(staged) / side / "block2mtd.ko", devices)
+                for device in devices:
+                    dev = open_mtd_char(device.path, allow_destructive=True)
+                    try:
+                        counts = run_invalidate_race(dev, seconds, run_seed(request.config) + n)
+                    finally:
+                        dev.close()
+                    totals[side].add(counts)
+                    runs[side].setdefault(device.number, []).append(float(len(counts.lost)))
+    finally:  # the boot's module again, for the items after this one
+        swap_block2mtd(Path(staged) / "base" / "block2mtd.ko", devices)
+    lines = []
+    for side, what in sides.items():
+        shown = sum(1 for per in runs[side].values() for lost in per if lost)
+        total = sum(len(per) for per in runs[side].values())
+        lines.append(f"{what}: {totals[side].summary()}; {shown} of {total} runs lost data")
+        lines += [f"  {line}" for line in totals[side].lost[:10]]
+        for device in devices:
+            request.config.hook.pytest_folio_measurement(item=request.node, measurement=Measurement(
+                suite="invalidate_race", name="Lost writes and erases", unit="count",
+                samples=runs[side].get(device.number, []),
+                params={"folio": format_size(PAGE_SIZE << (device.folio_order or 0))},
+                target=f"kernel:invalidate_race, {what}",
+                extra={"seconds": seconds, "page_writes": totals[side].page_writes}))
+    request.node.add_report_section("call", "invalidate race", "\n".join(lines))
+    for line in lines[:1] + [ln for ln in lines if not ln.startswith("  ")][1:]:
+        progress.step(f"invalidate_race: {line}")
+    if totals["patched"].lost:
+        pytest.fail(f"{sides['patched']}: {totals['patched'].summary()}; "
+                    + "; ".join(totals["patched"].lost[:5]), pytrace=False)
 
 
 def test_kernel_mtd_readtest(kernel_mtd: tuple[Path, KernelDevice],

@@ -103,6 +103,17 @@ def module_of(makefile: Path, source: str) -> tuple[str, list[str]] | None:
     return None
 
 
+def obj_config(makefile: Path, name: str) -> str | None:
+    """The option that builds module ``name`` of a kernel Makefile: ``CONFIG_X`` for
+    ``obj-$(CONFIG_X) += name.o``; None when it is built in (``obj-y``) or not named."""
+    text = re.sub(r"\\\n", " ", makefile.read_text(errors="replace"))
+    for line in text.splitlines():
+        match = re.match(r"\s*obj-\$\((CONFIG_\w+)\)\s*[:+]?=\s*(.*)", line.split("#", 1)[0])
+        if match and f"{name}.o" in match.group(2).split():
+            return match.group(1)
+    return None
+
+
 def _hash_tree(h: hashlib._Hash, path: Path) -> None:
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for file in files:

@@ -169,6 +169,15 @@ def warm_bytecode(argv: list[str], prefix: Path, environ: dict[str, str]) -> flo
     return time.monotonic() - start
 
 
+def _orders_seen(folios: list[str]) -> str:
+    """``16x2 1x4`` (COUNTxORDER, from the guest's tracepoint count) as ``16 of order 2
+    (16K), 1 of order 4 (64K)``; ``none`` without the tracepoint."""
+    counts = [f.split("x") for f in folios if "x" in f]
+    seen = [f"{n} of order {o} ({format_size(PAGE_SIZE << int(o))})"
+            for n, o in counts if o.isdigit()]
+    return ", ".join(seen) or "none: no filemap:mm_filemap_add_to_page_cache tracepoint"
+
+
 def device_lines(key: str, value: str) -> list[str]:
     """What the guest's ``mtd``/``fs`` MARK lines say, as the lines the user reads.
 
@@ -177,6 +186,15 @@ def device_lines(key: str, value: str) -> list[str]:
     fs: ``MOUNTPOINT TYPE DEVICE BLOCKSIZE``.
     """
     words = value.split()
+    if key == "ramfs":  # MOUNTPOINT BLOCKSIZE [COUNTxORDER ...|none]
+        where, bs, *folios = (words + ["?"] * 2) if len(words) < 2 else words
+        size = f"{int(bs) >> 10}k" if bs.isdigit() else bs
+        return [f"ramfs blocksize={size} at {where} (folio orders seen: "
+                f"{_orders_seen(folios)})"]
+    if key == "ramfs-skip":  # BLOCKSIZE REASON...
+        bs, _, reason = value.strip().partition(" ")
+        size = format_size(int(bs)) if bs.isdigit() else bs
+        return [f"ramfs at {size} blocks: skipped ({reason.strip()})"]
     if key == "fs":
         where, fstype, device, bs = (words + ["?"] * 4)[:4]
         on = f" on {device}" if device != "-" else ""
@@ -189,10 +207,7 @@ def device_lines(key: str, value: str) -> list[str]:
         lines.append(f"{device}: no filemap:mm_filemap_add_to_page_cache tracepoint to "
                      "confirm the folio sizes")
     else:
-        counts = [f.split("x") for f in folios if "x" in f]
-        seen = ", ".join(f"{n} of order {o} ({format_size(PAGE_SIZE << int(o))})"
-                         for n, o in counts if o.isdigit())
-        lines.append(f"{device}: the page cache added folios {seen} "
+        lines.append(f"{device}: the page cache added folios {_orders_seen(folios)} "
                      "(filemap:mm_filemap_add_to_page_cache)")
     return lines
 
@@ -215,7 +230,7 @@ class Console:
             self.mark_times[key] = time.monotonic() - self.started
             if key == "kernel":
                 self.err.write(f"folio-vm: {value.strip()}\n")
-            elif key in ("mtd", "fs"):
+            elif key in ("mtd", "fs", "ramfs", "ramfs-skip"):
                 for shown in device_lines(key, value):
                     self.err.write(f"folio-vm: {shown}\n")
             if key == "start":

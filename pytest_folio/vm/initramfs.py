@@ -28,6 +28,10 @@ GUEST_OUT = f"{GUEST_RUN}/out"  # the writable share: results travel back throug
 GUEST_RAMFS = f"{GUEST_RUN}/ramfs"
 GUEST_TMP = f"{GUEST_RUN}/tmp"
 GUEST_PYCACHE = f"{GUEST_RUN}/pycache"  # PYTHONPYCACHEPREFIX, kept on the host across boots
+# --fs ramfs: the guest mounts one ramfs per block size it can have and writes the pytest
+# options naming them here; RAMFS_ARGS in the argv stands for them.
+GUEST_RAMFS_ARGS = f"{GUEST_RUN}/ramfs.args"
+RAMFS_ARGS = "@ramfs-args@"
 ROOT_TAG = "folioroot"
 OUT_TAG = "folioout"
 PYCACHE_TAG = "foliopyc"
@@ -119,6 +123,7 @@ class GuestJob:
     argv: list[str]                 # the one process to run, chrooted into the host root
     env: dict[str, str]
     disks: list[GuestDisk] = dataclasses.field(default_factory=list)
+    ramfs_sizes: tuple[int, ...] = ()  # --fs ramfs: one mount per block size
 
 
 TRACING = "/sys/kernel/tracing"
@@ -136,8 +141,11 @@ folios() {{
     dd if=/dev/$1 of=/dev/null bs=65536 count=4 2>/dev/null
     echo 0 > {ADD_TO_PAGE_CACHE}/enable
     mm=$(cat /sys/block/$1/dev); ino=$(printf %x $(( (${{mm%:*}} << 20) | ${{mm#*:}} )))
-    grep " ino $ino " {TRACING}/trace | sed 's/.*order=\\([0-9]*\\).*/\\1/' | sort | uniq -c \\
-        | while read n o; do printf '%sx%s ' "$n" "$o"; done
+    orders $ino
+}}
+orders() {{
+    grep " ino $1 .*order=" {TRACING}/trace | sed 's/.*order=\\([0-9]*\\).*/\\1/' | sort -n \\
+        | uniq -c | while read n o; do printf '%sx%s ' "$n" "$o"; done
 }}
 """
 
@@ -178,6 +186,56 @@ def disk_lines(disks: list[GuestDisk]) -> list[str]:
     return lines
 
 
+def ramfs_lines(sizes: tuple[int, ...]) -> list[str]:
+    """Mount a ramfs per block size with ``-o blocksize=``, keep those the kernel really
+    made at that size (``blocksize=`` in /proc/mounts and statfs's block size: a ramfs
+    without the option ignores it), see which folio orders a 256K write into each gets,
+    and write the pytest options naming them to GUEST_RAMFS_ARGS. One MARK line per
+    mount, or per size skipped with the reason."""
+    lines = ["spec=; kept="]
+    for bs in sizes:
+        name = f"{bs >> 10}k"
+        where = f"{GUEST_RUN}/ramfs-{name.upper()}"
+        root = f"/newroot{where}"
+        probe = f"{root}/.folio-probe"
+        lines += [
+            f"mkdir -p {root}",
+            f"if ! mount -t ramfs -o blocksize={name} ramfs {root} 2>/dev/null; then",
+            f"  echo \"{MARK} ramfs-skip {bs} mount -o blocksize={name} failed: "
+            "$(dmesg | tail -n 1)\"",
+            f"elif ! grep -q \" {root} ramfs .*blocksize=\" /proc/mounts && [ {bs} != "
+            f"{PAGE_SIZE} ]; then",
+            f"  umount {root}; echo \"{MARK} ramfs-skip {bs} the kernel has no ramfs "
+            "blocksize mount option (/proc/mounts shows none)\"",
+            f"elif [ \"$(stat -f -c %S {root})\" != {bs} ]; then",
+            f"  echo \"{MARK} ramfs-skip {bs} statfs says block size $(stat -f -c %S {root})"
+            f"\"; umount {root}",
+            "else",
+            f"  if [ -f {ADD_TO_PAGE_CACHE}/enable ]; then echo > {TRACING}/trace; "
+            f"echo 1 > {ADD_TO_PAGE_CACHE}/enable; fi",
+            f"  dd if=/dev/zero of={probe} bs=65536 count=4 2>/dev/null",
+            f"  seen=none; if [ -f {ADD_TO_PAGE_CACHE}/enable ]; then echo 0 > "
+            f"{ADD_TO_PAGE_CACHE}/enable; seen=$(orders $(printf %x $(stat -c %i {probe})));"
+            " fi",
+            f"  rm -f {probe}",
+            f"  echo \"{MARK} ramfs {where} {bs} ${{seen:-none}}\"",
+            f"  spec=\"$spec${{spec:+,}}{name.upper()}={where}\"; "
+            f"kept=\"$kept${{kept:+,}}{name}\"",
+            "fi",
+        ]
+    lines += ["[ -n \"$spec\" ] || fail \"no --folio-block-sizes size can be a ramfs block "
+              "size on this kernel\"",
+              f"echo \"--folio-fs=$spec --folio-block-sizes=$kept\" > /newroot{GUEST_RAMFS_ARGS}"]
+    return lines
+
+
+def command_line(argv: list[str]) -> str:
+    """``argv`` as a shell command; RAMFS_ARGS becomes the options the guest wrote."""
+    parts = [f"$(cat {GUEST_RAMFS_ARGS})" if a == RAMFS_ARGS else shlex.quote(a)
+             for a in argv]
+    return " ".join(parts)
+
+
 def init_script(job: GuestJob) -> str:
     """The /init the kernel runs (busybox sh). Failures print one MARK error line."""
     q = shlex.quote
@@ -213,11 +271,12 @@ def init_script(job: GuestJob) -> str:
         "mount -t tmpfs tmpfs /newroot/dev/shm; mount -t devpts devpts /newroot/dev/pts",
         f"echo \"{MARK} kernel $(dmesg | grep -m 1 'Linux version')\"",
         *disk_lines(job.disks),
-        f"echo \"{MARK} fs {GUEST_RAMFS} ramfs - $(stat -f -c %S /newroot{GUEST_RAMFS})\"",
+        *(ramfs_lines(job.ramfs_sizes) if job.ramfs_sizes else
+          [f"echo \"{MARK} fs {GUEST_RAMFS} ramfs - $(stat -f -c %S /newroot{GUEST_RAMFS})\""]),
         f"echo \"{MARK} start\"",
         "chroot /newroot /usr/bin/env -i "
         + " ".join(q(f"{k}={v}") for k, v in job.env.items())
-        + f" /bin/sh -c {q('cd ' + q(job.cwd) + ' && exec ' + shlex.join(job.argv))}"
+        + f" /bin/sh -c {q('cd ' + q(job.cwd) + ' && exec ' + command_line(job.argv))}"
         + " </dev/null",
         "status=$?",
         f"dmesg > /newroot{GUEST_OUT}/dmesg.txt",
@@ -236,7 +295,7 @@ def build_initramfs(busybox: Path, modules: list[tuple[str, bytes]], job: GuestJ
     entries.append(Entry("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()))
     for applet in ("sh", "mount", "mkdir", "insmod", "dmesg", "grep", "tail", "chroot",
                    "poweroff", "sync", "cat", "echo", "dd", "printf", "sed", "sort", "uniq",
-                   "stat"):
+                   "stat", "umount", "rm"):
         entries.append(Entry(f"bin/{applet}", stat.S_IFLNK | 0o777, b"busybox"))
     for name, data in modules:
         entries.append(Entry(f"lib/modules/{name}.ko", stat.S_IFREG | 0o644, data))

@@ -12,10 +12,17 @@ built in that directory, never moved (its build directory's Makefile names its o
 which every later ``make -C DIR M=...`` follows), and ``done`` is written last: a build
 that is stopped or fails keeps its objects, and the next run with the same tree and
 configuration resumes it (make rebuilds only what is missing) instead of starting again.
+
+``--patch`` files that change built-in code (anything but the ``.c`` files of a module
+the configuration builds as one: ramfs, mm/, a header) go into the tree itself: the tree
+is copied into the cache entry (hard links, the patched files copied), the patches
+applied there, and the kernel built from that copy; the patches are part of the key. The
+other patches stay with :mod:`.build`, which builds their modules against the result.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -25,7 +32,7 @@ import time
 from pathlib import Path
 
 from pytest_folio.vm import Progress, VMError
-from pytest_folio.vm.build import BuildError
+from pytest_folio.vm.build import BuildError, module_of, obj_config, touched_files
 from pytest_folio.vm.kernel import Kernel, user_kernel
 from pytest_folio.vm.source import KernelSource
 
@@ -130,8 +137,72 @@ def tree_hash(src: Path) -> str:
     return h.hexdigest()[:20]
 
 
-def build_key(src: Path, config: str = VM_CONFIG) -> str:
-    return hashlib.sha256(f"{tree_hash(src)}\0{config}".encode()).hexdigest()[:20]
+def build_key(src: Path, config: str = VM_CONFIG, patches: tuple[Path, ...] = ()) -> str:
+    """The cache key: the tree, the configuration and the patches built into the tree."""
+    h = hashlib.sha256(f"{tree_hash(src)}\0{config}".encode())
+    for patch in patches:
+        h.update(b"\0patch\0" + patch.name.encode() + b"\0" + patch.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def module_options(config: str = VM_CONFIG) -> set[str]:
+    """The options the configuration builds as modules (``CONFIG_X=m``)."""
+    return {line.split("=", 1)[0] for line in config.splitlines() if line.endswith("=m")}
+
+
+def changes_built_in_code(patch: Path, src: Path, config: str = VM_CONFIG) -> bool:
+    """Whether ``patch`` changes anything but the ``.c`` files of modules the
+    configuration builds as modules: such a patch must go into the kernel itself."""
+    modules = module_options(config)
+    for file in touched_files(patch.read_text(errors="replace")):
+        directory = src / Path(file).parent
+        makefile = next((directory / n for n in ("Kbuild", "Makefile")
+                         if (directory / n).is_file()), None)
+        if makefile is None or not file.endswith(".c"):
+            return True
+        found = module_of(makefile, Path(file).name)
+        if found is None or obj_config(makefile, found[0]) not in modules:
+            return True
+    return False
+
+
+def _patched_tree(src: Path, entry: Path, patches: tuple[Path, ...], log: Path,
+                  progress: Progress) -> Path:
+    """``entry/src``: the tree with ``patches`` applied, made once (``patched`` marks
+    it). Files are hard links to the tree's where it can (a copy elsewhere); each file a
+    patch changes is copied first, so the user's tree never changes."""
+    tree = entry / "src"
+    if (entry / "patched").is_file():
+        return tree
+    shutil.rmtree(tree, ignore_errors=True)
+    progress(f"applying {', '.join(p.name for p in patches)} to a copy of {src}")
+    with log.open("a") as out:
+        for cmd in (["cp", "-al", f"{src.resolve()}/.", str(tree)],
+                    ["cp", "-a", f"{src.resolve()}/.", str(tree)]):
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                              check=False).returncode == 0:
+                break
+            shutil.rmtree(tree, ignore_errors=True)
+        else:
+            raise BuildError(f"cannot copy {src} into {tree} (log: {log})")
+        for patch in patches:
+            for file in touched_files(patch.read_text(errors="replace")):
+                path = tree / file
+                if path.is_file():  # break the hard link: patch then writes our copy
+                    data = path.read_bytes()
+                    path.unlink()
+                    path.write_bytes(data)
+            cmd = ["patch", "-p1", "--batch", "--forward", "-d", str(tree), "-i",
+                   str(patch.resolve())]
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                              check=False).returncode != 0:
+                raise BuildError(f"{patch.name} does not apply to {src} (log: {log})")
+    (entry / "patched").write_text("".join(f"{p.name}\n" for p in patches))
+    return tree
 
 
 def _make(args: list[str], log: Path, progress: Progress, what: str) -> None:
@@ -166,11 +237,14 @@ def _last_line(log: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _build(src: Path, entry: Path, progress: Progress, jobs: int) -> None:
+def _build(src: Path, entry: Path, progress: Progress, jobs: int,
+           patches: tuple[Path, ...] = ()) -> None:
     """Configure, build and install the kernel in ``entry``; ``done`` marks it finished."""
     resumed = (entry / "configured").is_file()
     entry.mkdir(exist_ok=True)
     log = entry / "build.log"
+    if patches:
+        src = _patched_tree(src, entry, patches, log, progress)
     fragment = entry / "vm.config"
     fragment.write_text(VM_CONFIG)
     base = ["-C", str(src.resolve()), f"O={entry / 'build'}"]
@@ -187,15 +261,28 @@ def _build(src: Path, entry: Path, progress: Progress, jobs: int) -> None:
     (entry / "done").write_text("built\n")
 
 
+@dataclasses.dataclass(frozen=True)
+class BuiltKernel:
+    """What :func:`build_kernel` gives: the kernel to boot, the source modules are built
+    against, and which patches went into the kernel and which are left for modules."""
+
+    kernel: Kernel
+    source: KernelSource
+    in_kernel: tuple[Path, ...]
+    for_modules: tuple[Path, ...]
+
+
 def build_kernel(src: Path, cache_root: Path, progress: Progress,
-                 jobs: int | None = None) -> tuple[Kernel, KernelSource]:
-    """The tree ``src`` built for the VM (cached): the kernel to boot and the
-    :class:`KernelSource` modules are built against."""
+                 jobs: int | None = None, patches: tuple[Path, ...] = ()) -> BuiltKernel:
+    """The tree ``src`` built for the VM (cached), with the ``patches`` that change
+    built-in code applied to (a copy of) the tree."""
     if not (src / "Makefile").is_file() or not (src / "Kconfig").is_file():
         raise VMError(f"--build-kernel {src}: not a kernel source tree (no Makefile and "
                       "Kconfig)")
     start = time.monotonic()
-    key = build_key(src)
+    in_kernel = tuple(p for p in patches if changes_built_in_code(p, src))
+    for_modules = tuple(p for p in patches if p not in in_kernel)
+    key = build_key(src, VM_CONFIG, in_kernel)
     entry = cache_root / "built-kernels" / key
     if not (entry / "done").is_file():
         for tool in BUILD_TOOLS:
@@ -206,12 +293,19 @@ def build_kernel(src: Path, cache_root: Path, progress: Progress,
         with (entry.parent / f"{key}.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one build of a tree at a time
             if not (entry / "done").is_file():
-                _build(src, entry, progress, jobs or os.cpu_count() or 1)
-        progress(f"built kernel {src} in {time.monotonic() - start:.0f} s ({entry})")
+                _build(src, entry, progress, jobs or os.cpu_count() or 1, in_kernel)
+        progress(f"built kernel {src}{_with(in_kernel)} in {time.monotonic() - start:.0f} s "
+                 f"({entry})")
     else:
-        progress(f"kernel {src} built before ({entry}, tree and configuration unchanged)")
+        progress(f"kernel {src}{_with(in_kernel)} built before ({entry}, tree, patches and "
+                 "configuration unchanged)")
     out = entry / "build"
     kernel = user_kernel(out / "arch/x86/boot/bzImage", entry / "mods")
+    tree = entry / "src" if in_kernel else src.resolve()
     source = KernelSource(kernel.release, f"tree {key}", entry, out, None, "gcc",
-                          local_tree=src.resolve())
-    return kernel, source
+                          local_tree=tree)
+    return BuiltKernel(kernel, source, in_kernel, for_modules)
+
+
+def _with(patches: tuple[Path, ...]) -> str:
+    return f" with {' + '.join(p.name for p in patches)}" if patches else ""

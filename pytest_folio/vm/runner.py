@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from pytest_folio import progress
 from pytest_folio.files import write_file
 from pytest_folio.mtdtests.kernel_modules import INTERLEAVE_ENV, MODULES_ENV
-from pytest_folio.sizes import format_size
+from pytest_folio.sizes import format_size, parse_block_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.bootimage import bootable_image
 from pytest_folio.vm.build import (
@@ -41,12 +41,19 @@ from pytest_folio.vm.guest import (
     Console,
     guest_env,
     guest_pytest_argv,
+    run_list,
     size_map,
     split_save,
     warm_bytecode,
     warmup_argv,
 )
-from pytest_folio.vm.initramfs import GUEST_RAMFS, GuestJob, build_initramfs, find_busybox
+from pytest_folio.vm.initramfs import (
+    GUEST_RAMFS,
+    RAMFS_ARGS,
+    GuestJob,
+    build_initramfs,
+    find_busybox,
+)
 from pytest_folio.vm.kernel import (
     FS_MODULES,
     REQUIRED_MODULES,
@@ -96,16 +103,22 @@ class VMRun:
         self.cache = KernelCache(opts.cache_dir)
         self.clock = time.monotonic()
         self.loaded: list[str] = []  # "loaded block2mtd built with ...", said at start
+        self.carries: list[str] = []  # "kernel R carries ramfs-blocksize.patch", too
         self.source: KernelSource | None = None  # --build-kernel's tree, for module builds
+        self.patches = opts.patches  # what is left for modules once a kernel took its own
 
     def progress(self, message: str) -> None:
         progress.step(f"folio-vm: {message}", self.err)
 
     def kernel(self) -> Kernel:
         if self.opts.build_kernel is not None:
-            kernel, self.source = build_kernel(self.opts.build_kernel, self.cache.root,
-                                               self.progress)
-            return kernel
+            built = build_kernel(self.opts.build_kernel, self.cache.root, self.progress,
+                                 patches=self.opts.patches)
+            self.source, self.patches = built.source, built.for_modules
+            if built.in_kernel:
+                self.carries = [f"kernel {built.kernel.release} carries "
+                                f"{' + '.join(p.name for p in built.in_kernel)} (built in)"]
+            return built.kernel
         if self.opts.kernel is not None:
             return user_kernel(self.opts.kernel, self.opts.modules)
         if self.opts.suite is not None:
@@ -142,7 +155,7 @@ class VMRun:
             modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
         env = guest_env(self.environ, self.out.isatty())
         built = None
-        if self.opts.patches or self.opts.driver or self.opts.mtd_tests:
+        if self.patches or self.opts.driver or self.opts.mtd_tests:
             modules, built = self.built_modules(kernel, modules, env)
         pytest_args, save = split_save(self.opts.pytest_args)
         with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
@@ -161,6 +174,11 @@ class VMRun:
             mtd = size_map({g.logical_block_size: g.mtd for g in guest if g.mtd})
             extra = [f"--folio-orders={','.join(map(str, orders))}"]
             fs = GUEST_RAMFS
+            ramfs_sizes: tuple[int, ...] = ()
+            if self.opts.fs == "ramfs":  # the guest mounts them and names them for pytest
+                ramfs_sizes = tuple(run_list(pytest_args, "--folio-block-sizes",
+                                             parse_block_size)[0])
+                extra.append(RAMFS_ARGS)
             if sizes:
                 fs = size_map(dict(zip(sizes, (g.mountpoint for g in guest if g.fstype),
                                        strict=True)))
@@ -169,7 +187,7 @@ class VMRun:
                 modules=[name for name, _ in modules], module_params={}, cwd=os.getcwd(),
                 argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
                                        self.opts.erasesize, mtd, fs, extra),
-                env=env, disks=guest)
+                env=env, disks=guest, ramfs_sizes=ramfs_sizes)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
             pycache = self.cache.root / "pycache"
@@ -197,7 +215,7 @@ class VMRun:
         if kernel.modules is None:
             raise VMError(f"kernel {kernel.release} has no module tree, so a built module "
                           "cannot replace its own (give --modules)")
-        built = build_for_kernel(kernel, list(self.opts.patches), self.opts.driver,
+        built = build_for_kernel(kernel, list(self.patches), self.opts.driver,
                                  self.opts.mtd_tests, self.cache.root, self.progress,
                                  self.source, self.opts.suite)
         if built.mtd_tests is not None:
@@ -211,7 +229,7 @@ class VMRun:
         accels = self.accelerators()
         for accel in accels:
             console = Console(self.out, self.err, self.opts.console)
-            console.on_start = self.loaded
+            console.on_start = self.carries + self.loaded
             fallback = accel != accels[-1]
             self.progress(f"booting under {accel.upper()} ({machine.cpus} CPUs, "
                           f"{machine.mem_mib} MiB)")

@@ -98,10 +98,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build the kernel's drivers/mtd/tests from the same source for "
                              "the test_kernel_mtd_* items")
     parser.add_argument("--interleave", action="store_true",
-                        help="with --patch/--driver and --mtd-tests: boot the stock modules "
-                             "and swap the stock and the built ones in turn in the one "
-                             "guest, so test_kernel_mtd_speedtest_interleaved times base "
-                             "and patched alternately (a busy host slows both alike)")
+                        help="with --patch/--driver: boot the stock modules and swap the "
+                             "stock and the built ones in turn in the one guest, so "
+                             "test_kernel_mtd_speedtest_interleaved (with --mtd-tests) times "
+                             "base and patched alternately (a busy host slows both alike) "
+                             "and test_block2mtd_invalidate_race_interleaved races both")
     parser.add_argument("--power-cut", action="store_true",
                         help="two boots on the same disks: the first writes to every "
                              "block2mtd device and is killed (a power cut), the second "
@@ -188,10 +189,9 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if build is not None and not build.is_dir():
         raise CommandError(f"--build-kernel {build}: no such directory")
     interleave = bool(getattr(args, "interleave", False))
-    if interleave and not (getattr(args, "mtd_tests", False)
-                           and (getattr(args, "patch", []) or driver is not None)):
-        raise CommandError("--interleave swaps the stock and the built modules for the "
-                           "kernel's mtd tests: give --patch or --driver, and --mtd-tests")
+    if interleave and not (getattr(args, "patch", []) or driver is not None):
+        raise CommandError("--interleave swaps the stock and the built modules in one "
+                           "boot: give --patch or --driver")
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]

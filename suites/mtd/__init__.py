@@ -24,6 +24,7 @@ from pytest_folio.suites.mtd.base import destructive_allowed, require_destructiv
 from pytest_folio.suites.mtd.block2mtd import Block2MTDChecks
 from pytest_folio.suites.mtd.fsx import MTDFsxSuite, MTDReadOnlySuite
 from pytest_folio.suites.mtd.powercut import MTDPowerCutSuite
+from pytest_folio.suites.mtd.race import InvalidateRaceSuite
 from pytest_folio.suites.mtd.runners import (
     MTDNandSuite,
     MTDReadSuite,
@@ -34,6 +35,7 @@ from pytest_folio.suites.mtd.runners import (
 
 __all__ = [
     "Block2MTDChecks",
+    "InvalidateRaceSuite",
     "MTDFsxSuite",
     "MTDNandSuite",
     "MTDPowerCutSuite",

@@ -194,3 +194,65 @@ def test_a_missing_large_block_disk_names_the_config_it_needs() -> None:
                                                       mtd="/dev/mtd0", erasesize=131072)]))
     assert "needs CONFIG_TRANSPARENT_HUGEPAGE" in large
     assert "CONFIG_TRANSPARENT_HUGEPAGE" not in small
+
+
+def _run_ramfs_lines(tmp_path: Path, has_option: bool) -> tuple[list[str], str]:
+    """ramfs_lines for 4k, 16k, 2M against faked mount/stat/dd: a kernel with or without
+    the blocksize option, which refuses 2M (mount fails) when it has it."""
+    mounts, trace, bin_dir = tmp_path / "mounts", tmp_path / "tracing/trace", tmp_path / "bin"
+    (tmp_path / "tracing/events/filemap/mm_filemap_add_to_page_cache").mkdir(parents=True)
+    (tmp_path / "tracing/events/filemap/mm_filemap_add_to_page_cache/enable").write_text("0")
+    bin_dir.mkdir()
+    mounts.write_text("")
+    opt = ",blocksize=$kb" if has_option else ""
+    fakes = {
+        "mount": f'kb=${{4#blocksize=}}; [ "$kb" = 2048k ] && [ {int(has_option)} = 1 ] && '
+                 f'exit 1; echo "ramfs $6 ramfs rw{opt} 0 0" >> {mounts}',
+        "umount": f"grep -v \" $1 \" {mounts} > {mounts}.new; mv {mounts}.new {mounts}",
+        "stat": f'if [ "$1" = -f ]; then kb=$(grep " $4 " {mounts} | sed -n '
+                f"'s/.*blocksize=\\([0-9]*\\)k.*/\\1/p'); echo $(( ${{kb:-4}} * 1024 )); "
+                "else echo 42; fi",
+        "dd": f"echo ' dd-9 [000] .. 1.0: mm_filemap_add_to_page_cache: dev 0:30 ino 2a "
+              f"pfn=0x1 ofs=0 order=2' >> {trace}",
+        "dmesg": "echo 'ramfs: blocksize=2048k: above the largest folio'",
+        "rm": "exit 0", "mkdir": "exit 0",
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "newroot/run/folio").mkdir(parents=True)
+    script = "\n".join([f"export PATH={bin_dir}:/usr/bin:/bin",
+                        "fail() { echo \"FAIL $*\"; exit 1; }", initramfs._FUNCTIONS,
+                        *initramfs.ramfs_lines((4096, 16384, 2 << 20))])
+    script = (script.replace("/proc/mounts &&", f"{mounts} &&")
+              .replace(initramfs.TRACING, str(tmp_path / "tracing"))
+              .replace("/newroot", str(tmp_path / "newroot")))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    args = (tmp_path / "newroot/run/folio/ramfs.args").read_text().strip()
+    return [ln.replace(str(tmp_path), "") for ln in out.stdout.splitlines()], args
+
+
+def test_a_ramfs_per_block_size_when_the_kernel_has_the_option(tmp_path: Path) -> None:
+    lines, args = _run_ramfs_lines(tmp_path, has_option=True)
+    assert lines == [f"{MARK} ramfs /run/folio/ramfs-4K 4096 1x2 ",
+                     f"{MARK} ramfs /run/folio/ramfs-16K 16384 1x2 ",
+                     f"{MARK} ramfs-skip 2097152 mount -o blocksize=2048k failed: ramfs: "
+                     "blocksize=2048k: above the largest folio"]
+    assert args == ("--folio-fs=4K=/run/folio/ramfs-4K,16K=/run/folio/ramfs-16K "
+                    "--folio-block-sizes=4k,16k")
+
+
+def test_without_the_option_only_the_page_size_ramfs_is_kept(tmp_path: Path) -> None:
+    lines, args = _run_ramfs_lines(tmp_path, has_option=False)
+    assert lines[0] == f"{MARK} ramfs /run/folio/ramfs-4K 4096 1x2 "
+    assert lines[1:] == [f"{MARK} ramfs-skip {bs} the kernel has no ramfs blocksize mount "
+                         "option (/proc/mounts shows none)" for bs in (16384, 2 << 20)]
+    assert args == "--folio-fs=4K=/run/folio/ramfs-4K --folio-block-sizes=4k"
+
+
+def test_the_guest_command_takes_the_ramfs_options_the_guest_wrote() -> None:
+    line = initramfs.command_line(["python3", "-m", "pytest", initramfs.RAMFS_ARGS, "a b"])
+    assert line == f"python3 -m pytest $(cat {initramfs.GUEST_RAMFS_ARGS}) 'a b'"
+    script = init_script(job(ramfs_sizes=(4096, 16384)))
+    assert "mount -t ramfs -o blocksize=16k ramfs /newroot/run/folio/ramfs-16K" in script
+    subprocess.run(["sh", "-n"], input=script, text=True, check=True)

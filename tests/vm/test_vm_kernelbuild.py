@@ -17,6 +17,7 @@ from pytest_folio.vm.kernelbuild import (
     VM_CONFIG,
     build_kernel,
     build_key,
+    changes_built_in_code,
     tree_hash,
 )
 
@@ -120,7 +121,7 @@ def test_a_stopped_build_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert not (entry / "done").exists()
     (tmp_path / "stop").unlink()
     said: list[str] = []
-    kernel, _ = build_kernel(src, cache, said.append)
+    kernel = build_kernel(src, cache, said.append).kernel
     assert (entry / "runs").read_text().split() == ["configured", "fresh", "resumed"]
     assert kernel.release == "9.9.9" and (entry / "done").is_file()
     assert any(line.startswith("resuming the stopped build") for line in said)
@@ -134,6 +135,68 @@ def test_the_build_directory_stays_where_it_was_configured(tmp_path: Path) -> No
     src.mkdir()
     (src / "Makefile").write_text(FAKE_KBUILD)
     (src / "Kconfig").write_text("")
-    _, source = build_kernel(src, tmp_path / "cache", lambda m: None)
+    source = build_kernel(src, tmp_path / "cache", lambda m: None).source
     named = (source.headers / "Makefile").read_text().split("= ", 1)[1].strip()
     assert Path(named) == source.headers and source.headers.is_dir()
+
+
+def _tree(root: Path) -> Path:
+    """A fake kernel tree: ramfs built in (obj-y), block2mtd a module of its option."""
+    for path, text in {"Makefile": FAKE_KBUILD, "Kconfig": "",
+                       "fs/ramfs/Makefile": "obj-y += ramfs.o\nramfs-objs += inode.o\n",
+                       "fs/ramfs/inode.c": "int blocksize;\n",
+                       "drivers/mtd/devices/Makefile":
+                           "obj-$(CONFIG_MTD_BLOCK2MTD) += block2mtd.o\n",
+                       "drivers/mtd/devices/block2mtd.c": "int x;\n",
+                       "include/linux/pagemap.h": "#define A 1\n"}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return root
+
+
+def _patch(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    patch = tmp_path / f"{Path(file).stem}.patch"
+    patch.write_text(f"description\n---\n--- a/{file}\n+++ b/{file}\n@@ -1 +1 @@\n"
+                     f"-{old}\n+{new}\n")
+    return patch
+
+
+def test_a_patch_to_built_in_code_goes_into_the_kernel_and_a_modules_to_the_module(
+        tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src")
+    ramfs = _patch(tmp_path, "fs/ramfs/inode.c", "int blocksize;", "int blocksize = 1;")
+    header = _patch(tmp_path, "include/linux/pagemap.h", "#define A 1", "#define A 2")
+    block2mtd = _patch(tmp_path, "drivers/mtd/devices/block2mtd.c", "int x;", "int y;")
+    assert changes_built_in_code(ramfs, src) and changes_built_in_code(header, src)
+    assert not changes_built_in_code(block2mtd, src)
+    # a module the configuration builds into the kernel is built-in code too
+    assert changes_built_in_code(block2mtd, src,
+                                 VM_CONFIG.replace("CONFIG_MTD_BLOCK2MTD=m",
+                                                   "CONFIG_MTD_BLOCK2MTD=y"))
+
+
+def test_the_kernel_is_built_from_a_patched_copy_and_says_what_it_carries(
+        tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src")
+    ramfs = _patch(tmp_path, "fs/ramfs/inode.c", "int blocksize;", "int blocksize = 1;")
+    block2mtd = _patch(tmp_path, "drivers/mtd/devices/block2mtd.c", "int x;", "int y;")
+    said: list[str] = []
+    built = build_kernel(src, tmp_path / "cache", said.append,
+                         patches=(ramfs, block2mtd))
+    assert built.in_kernel == (ramfs,) and built.for_modules == (block2mtd,)
+    entry = tmp_path / "cache" / "built-kernels" / build_key(src, VM_CONFIG, (ramfs,))
+    assert (entry / "done").is_file() and built.source.tree == entry / "src"
+    assert (entry / "src/fs/ramfs/inode.c").read_text() == "int blocksize = 1;\n"
+    assert (src / "fs/ramfs/inode.c").read_text() == "int blocksize;\n"  # never changed
+    assert build_key(src) != build_key(src, VM_CONFIG, (ramfs,))
+    assert any("with inode.patch in" in line for line in said)
+    again: list[str] = []
+    build_kernel(src, tmp_path / "cache", again.append, patches=(ramfs,))
+    assert any("with inode.patch built before" in line for line in again)
+
+
+def test_a_patch_that_does_not_apply_to_the_tree_is_one_line(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src")
+    bad = _patch(tmp_path, "fs/ramfs/inode.c", "int nothing;", "int blocksize = 1;")
+    with pytest.raises(VMError, match=r"inode.patch does not apply to .*src \(log: "):
+        build_kernel(src, tmp_path / "cache", lambda m: None, patches=(bad,))

@@ -121,11 +121,14 @@ def test_the_items_skip_outside_the_vm_saying_how_to_run_them(
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--pyargs",
                                           "pytest_folio.suites.test_kernel_mtd", "-rs",
                                           "--folio-orders=0,2")
-    result.assert_outcomes(skipped=17)
+    result.assert_outcomes(skipped=18)
     result.stdout.fnmatch_lines(["*the kernel's mtd tests run in the VM: python -m "
                                  "pytest_folio vm --mtd-tests*",
                                  "*base and patched in turn in one boot: python -m "
-                                 "pytest_folio vm --mtd-tests --patch FILE --interleave*"])
+                                 "pytest_folio vm --mtd-tests --patch FILE --interleave*",
+                                 "*the stock and the patched block2mtd in turn in one boot: "
+                                 "python -m pytest_folio vm --patch FILE --interleave -- -k "
+                                 "race*"], consecutive=False)
 
 
 def test_the_items_are_named_after_the_kernels_modules_and_folio_sizes(
@@ -135,7 +138,8 @@ def test_the_items_are_named_after_the_kernels_modules_and_folio_sizes(
                                           "--folio-orders=0,2")
     names = {ln.split("::")[-1] for ln in result.stdout.lines if "::" in ln}
     assert {f"test_kernel_mtd_{t}[{s}]" for t in KERNEL_TESTS for s in ("4K", "16K")} | {
-        "test_kernel_mtd_speedtest_interleaved"} == names
+        "test_kernel_mtd_speedtest_interleaved",
+        "test_block2mtd_invalidate_race_interleaved"} == names
 
 
 def fake_block2mtd_sys(root: Path, names: list[str]) -> None:

@@ -23,7 +23,7 @@ from pytest_folio.vm.guest import (
     warm_bytecode,
     warmup_argv,
 )
-from pytest_folio.vm.initramfs import GUEST_RAMFS
+from pytest_folio.vm.initramfs import GUEST_RAMFS, GUEST_RAMFS_ARGS
 from tests.helpers.vm import alive, bzimage, kernel_tree, module
 
 FAKE_QEMU = r'''
@@ -111,6 +111,7 @@ def test_run_streams_output_and_returns_pytest_status(fake: Path,
     assert inner[inner.index("exec") + 1:] == [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
         "--folio-mtd=4K=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}", "--folio-orders=0",
+        "$(cat", f"{GUEST_RAMFS_ARGS})",  # the ramfs per block size the guest could mount
         "--folio-mtd-size=16777216", "--folio-erasesize=131072", "--folio-allow-destructive",
         "-k", "not slow", "--folio-save=/run/folio/out/timings.json"]
     assert "reboot" not in out  # the console after the exit mark is not pytest's
@@ -325,6 +326,17 @@ def test_xfs_block_sizes_the_kernel_cannot_mount_are_skipped(
     assert "folio-vm: xfs at 2M blocks: skipped (xfs blocks are at most 64K)" in err
     assert ("--folio-fs=4K=/run/folio/xfs-4K,64K=/run/folio/xfs-64K" in out
             and "--folio-block-sizes=4K,64K" in out)
+
+
+def test_ramfs_lines_name_the_block_size_and_the_folio_orders_seen() -> None:
+    assert device_lines("ramfs", "/run/folio/ramfs-16K 16384 16x2 1x4 ") == [
+        "ramfs blocksize=16k at /run/folio/ramfs-16K (folio orders seen: 16 of order 2 "
+        "(16K), 1 of order 4 (64K))"]
+    assert device_lines("ramfs", "/run/folio/ramfs-4K 4096 none") == [
+        "ramfs blocksize=4k at /run/folio/ramfs-4K (folio orders seen: none: no "
+        "filemap:mm_filemap_add_to_page_cache tracepoint)"]
+    assert device_lines("ramfs-skip", "65536 the kernel has no ramfs blocksize mount option") \
+        == ["ramfs at 64K blocks: skipped (the kernel has no ramfs blocksize mount option)"]
 
 
 def test_device_lines_read_like_the_spec() -> None:
