@@ -28,10 +28,12 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from pytest_folio.vm import Progress, VMError
+from pytest_folio.vm import Progress, VMError, last_error, run_tool
+from pytest_folio.vm.apt import suite_apt
 from pytest_folio.vm.build import BuildError, module_of, obj_config, touched_files
 from pytest_folio.vm.kernel import Kernel, user_kernel
 from pytest_folio.vm.source import KernelSource
@@ -261,6 +263,44 @@ def _build(src: Path, entry: Path, progress: Progress, jobs: int,
     (entry / "done").write_text("built\n")
 
 
+def debian_source_tree(suite: str, cache_root: Path, progress: Progress,
+                       fetch: bool = True) -> Path:
+    """The newest ``linux-source-X.Y`` of Debian ``suite`` (what its ``linux-source``
+    depends on), fetched through the suite's private apt configuration and unpacked once
+    into ``CACHE/trees/linux-source-X.Y`` (its version beside it, in ``.version``); a
+    newer version replaces it. Offline, the lists of the last refresh decide. Without
+    ``fetch``, a tree not cached at that version is a VMError."""
+    apt = suite_apt(cache_root, suite)
+    names = [d for d in apt.depends("linux-source") if d.startswith("linux-source-")]
+    if not names:
+        raise VMError(f"Debian {suite} has no linux-source package (apt-cache depends "
+                      "linux-source names no linux-source-X.Y)")
+    name, version = names[0], apt.version(names[0])
+    tree = cache_root / "trees" / name
+    stamp = tree.with_name(f"{name}.version")
+    if (tree / "Makefile").is_file() and stamp.is_file() and \
+            stamp.read_text().strip() == version:
+        progress(f"kernel source {name} {version} from Debian {suite} (cached, {tree})")
+        return tree
+    if not fetch:
+        raise VMError(f"no cached {name} {version} of Debian {suite} in {tree.parent} "
+                      "(--no-build fetches and builds nothing)")
+    progress(f"fetching {name} {version} from Debian {suite} (apt-get download) and "
+             f"unpacking it into {tree}")
+    deb = apt.fetch(name, version)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".unpack-", dir=tree.parent) as tmp:
+        for cmd in (["dpkg-deb", "-x", str(deb), f"{tmp}/pkg"],
+                    ["tar", "-xJf", f"{tmp}/pkg/usr/src/{name}.tar.xz", "-C", tmp]):
+            proc = run_tool(cmd)
+            if proc.returncode != 0:
+                raise VMError(f"cannot unpack {deb.name}: {last_error(proc)}")
+        shutil.rmtree(tree, ignore_errors=True)
+        (Path(tmp) / name).rename(tree)
+    stamp.write_text(f"{version}\n")
+    return tree
+
+
 @dataclasses.dataclass(frozen=True)
 class BuiltKernel:
     """What :func:`build_kernel` gives: the kernel to boot, the source modules are built
@@ -273,9 +313,11 @@ class BuiltKernel:
 
 
 def build_kernel(src: Path, cache_root: Path, progress: Progress,
-                 jobs: int | None = None, patches: tuple[Path, ...] = ()) -> BuiltKernel:
+                 jobs: int | None = None, patches: tuple[Path, ...] = (),
+                 build: bool = True) -> BuiltKernel:
     """The tree ``src`` built for the VM (cached), with the ``patches`` that change
-    built-in code applied to (a copy of) the tree."""
+    built-in code applied to (a copy of) the tree. Without ``build``, a build not in the
+    cache is a VMError."""
     if not (src / "Makefile").is_file() or not (src / "Kconfig").is_file():
         raise VMError(f"--build-kernel {src}: not a kernel source tree (no Makefile and "
                       "Kconfig)")
@@ -284,6 +326,9 @@ def build_kernel(src: Path, cache_root: Path, progress: Progress,
     for_modules = tuple(p for p in patches if p not in in_kernel)
     key = build_key(src, VM_CONFIG, in_kernel)
     entry = cache_root / "built-kernels" / key
+    if not (entry / "done").is_file() and not build:
+        raise VMError(f"no cached build of kernel {src}{_with(in_kernel)} in {entry.parent} "
+                      "(--no-build builds nothing)")
     if not (entry / "done").is_file():
         for tool in BUILD_TOOLS:
             if shutil.which(tool) is None:

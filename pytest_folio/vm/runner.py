@@ -63,7 +63,7 @@ from pytest_folio.vm.kernel import (
     fetch_suite_kernel,
     user_kernel,
 )
-from pytest_folio.vm.kernelbuild import build_kernel
+from pytest_folio.vm.kernelbuild import build_kernel, debian_source_tree
 from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
@@ -111,9 +111,12 @@ class VMRun:
         progress.step(f"folio-vm: {message}", self.err)
 
     def kernel(self) -> Kernel:
-        if self.opts.build_kernel is not None:
-            built = build_kernel(self.opts.build_kernel, self.cache.root, self.progress,
-                                 patches=self.opts.patches)
+        if self.opts.build_kernel is not None or self.opts.build_suite is not None:
+            src = self.opts.build_kernel or debian_source_tree(
+                self.opts.build_suite or "sid", self.cache.root, self.progress,
+                fetch=not self.opts.no_build)
+            built = build_kernel(src, self.cache.root, self.progress,
+                                 patches=self.opts.patches, build=not self.opts.no_build)
             self.source, self.patches = built.source, built.for_modules
             if built.in_kernel:
                 self.carries = [f"kernel {built.kernel.release} carries "

@@ -91,9 +91,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--driver", type=Path, metavar="PATH",
                         help="build this module (a .c file, or a directory with a Kbuild or "
                              "Makefile) against the booted kernel and load it")
-    parser.add_argument("--build-kernel", type=Path, metavar="SRC_DIR",
-                        help="build this kernel tree once with a minimal configuration for "
-                             "the VM (cached by tree and configuration) and boot it")
+    parser.add_argument("--build-kernel", type=Path, metavar="SRC_DIR|debian:SUITE",
+                        help="build this kernel tree (or that Debian suite's newest "
+                             "linux-source, fetched and cached) once with a minimal "
+                             "configuration for the VM (cached by tree, patches and "
+                             "configuration) and boot it")
+    parser.add_argument("--no-build", action="store_true",
+                        help="with --build-kernel: boot its cached build only; without one "
+                             "(or without the tree, for debian:SUITE) exit 125 saying so "
+                             "instead of building (a kernel build takes tens of minutes)")
     parser.add_argument("--mtd-tests", action="store_true",
                         help="build the kernel's drivers/mtd/tests from the same source for "
                              "the test_kernel_mtd_* items")
@@ -133,6 +139,8 @@ class VMOptions:
     driver: Path | None = None
     mtd_tests: bool = False
     build_kernel: Path | None = None
+    build_suite: str | None = None  # --build-kernel debian:SUITE
+    no_build: bool = False
     interleave: bool = False
     power_cut: bool = False
 
@@ -186,8 +194,17 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if build is not None and (args.kernel is not None or args.modules is not None):
         raise CommandError("--build-kernel boots the kernel it builds: leave out --kernel "
                            "and --modules")
-    if build is not None and not build.is_dir():
+    build_suite = None
+    if build is not None and str(build).startswith(DEBIAN_PREFIX):
+        try:
+            build, build_suite = None, check_suite(str(build)[len(DEBIAN_PREFIX):])
+        except ValueError as exc:
+            raise CommandError(f"--build-kernel {build}: {exc}") from None
+    elif build is not None and not build.is_dir():
         raise CommandError(f"--build-kernel {build}: no such directory")
+    if getattr(args, "no_build", False) and build is None:
+        raise CommandError("--no-build goes with --build-kernel: it boots that build only "
+                           "when it is cached")
     interleave = bool(getattr(args, "interleave", False))
     if interleave and not (getattr(args, "patch", []) or driver is not None):
         raise CommandError("--interleave swaps the stock and the built modules in one "
@@ -206,4 +223,5 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         dmesg=args.dmesg, pytest_args=pytest_args,
         patches=tuple(getattr(args, "patch", [])), driver=driver,
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
+        build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
         interleave=interleave, power_cut=power_cut)

@@ -191,10 +191,11 @@ class RaceRun:
         return self.counts
 
 
-def kernel_droppers(run: RaceRun, backing: BackingDevice, threads: int
-                    ) -> list[Callable[[], None]]:
+def kernel_droppers(run: RaceRun, backing: BackingDevice, threads: int,
+                    in_use: bool = True) -> list[Callable[[], None]]:
     """BLKFLSBUF and drop_caches by turns on one thread; BLKZEROOUT of the sector of a
-    page a writer is changing on the others."""
+    page a writer is changing on the others (without ``in_use``, BLKFLSBUF and
+    drop_caches on every thread: the drops that leave a referenced page alone)."""
     turn = [0]
 
     def flush_or_drop() -> bool:
@@ -206,6 +207,8 @@ def kernel_droppers(run: RaceRun, backing: BackingDevice, threads: int
         return True
 
     out = [run.dropper("BLKFLSBUF/drop_caches", flush_or_drop)]
+    if not in_use:
+        return out * max(threads, 1)
     for i in range(max(threads - 1, 1)):
         out.append(run.dropper("BLKZEROOUT", functools.partial(
             _zero_a_writers_page, run, backing, random.Random(run.seed * 7919 + i))))
@@ -233,7 +236,7 @@ def reference_dropper(run: RaceRun, dev: MTDDevice) -> Callable[[], None]:
 
 
 def run_invalidate_race(dev: MTDDevice, seconds: float, seed: int, writers: int = 3,
-                        droppers: int = 2) -> RaceCounts:
+                        droppers: int = 2, in_use: bool = True) -> RaceCounts:
     """The race on ``dev`` (see the module's docstring for who drops the cache)."""
     run = RaceRun(dev, seconds, writers, seed)
     if reference_device(dev) is not None:
@@ -241,7 +244,7 @@ def run_invalidate_race(dev: MTDDevice, seconds: float, seed: int, writers: int 
     backing = BackingDevice.of(dev.name)
     if backing is not None:
         try:
-            return run.run(kernel_droppers(run, backing, droppers), backing.flush)
+            return run.run(kernel_droppers(run, backing, droppers, in_use), backing.flush)
         finally:
             backing.close()
     if isinstance(dev, DropCaches):
@@ -258,6 +261,7 @@ class InvalidateRaceSuite(_MTDSuite):
 
     race_writers: ClassVar[int] = 3
     race_droppers: ClassVar[int] = 2
+    race_drop_in_use: ClassVar[bool] = True  # the kernel's BLKZEROOUT droppers too
 
     def test_block2mtd_invalidate_race(self, mtd_device: MTDDevice,
                                        request: pytest.FixtureRequest) -> None:
@@ -266,7 +270,8 @@ class InvalidateRaceSuite(_MTDSuite):
         with self._running(request, "invalidate_race") as say:
             try:
                 counts = run_invalidate_race(mtd_device, seconds, run_seed(request.config),
-                                             self.race_writers, self.race_droppers)
+                                             self.race_writers, self.race_droppers,
+                                             self.race_drop_in_use)
             except LookupError as exc:
                 pytest.skip(str(exc))
             say(f"{mtd_device.name}: {counts.summary()}")

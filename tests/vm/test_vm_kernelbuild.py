@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.vm import VMError
+from pytest_folio.errors import CommandError
+from pytest_folio.vm import VMError, kernelbuild
 from pytest_folio.vm.disks import MAX_BDEV_ORDER
 from pytest_folio.vm.kernel import REQUIRED_MODULES
 from pytest_folio.vm.kernelbuild import (
@@ -18,6 +19,7 @@ from pytest_folio.vm.kernelbuild import (
     build_kernel,
     build_key,
     changes_built_in_code,
+    debian_source_tree,
     tree_hash,
 )
 
@@ -80,6 +82,7 @@ def test_a_directory_that_is_no_kernel_tree_is_refused(tmp_path: Path) -> None:
                                                       "builds: leave out --kernel"),
     (["--build-kernel", "/nonexistent"], "--build-kernel /nonexistent: no such directory"),
     (["--interleave", "--mtd-tests"], "--interleave swaps the stock and the built modules"),
+    (["--no-build"], "--no-build goes with --build-kernel"),
 ])
 def test_build_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
                                          message: str) -> None:
@@ -200,3 +203,76 @@ def test_a_patch_that_does_not_apply_to_the_tree_is_one_line(tmp_path: Path) -> 
     bad = _patch(tmp_path, "fs/ramfs/inode.c", "int nothing;", "int blocksize = 1;")
     with pytest.raises(VMError, match=r"inode.patch does not apply to .*src \(log: "):
         build_kernel(src, tmp_path / "cache", lambda m: None, patches=(bad,))
+
+
+class FakeSuiteApt:
+    """What debian_source_tree asks of a suite's apt, over one built .deb."""
+
+    def __init__(self, deb: Path, version: str) -> None:
+        self.deb, self.ver, self.fetched = deb, version, 0
+
+    def depends(self, package: str) -> list[str]:
+        return ["linux-source-9.9"] if package == "linux-source" else []
+
+    def version(self, package: str) -> str:
+        return self.ver
+
+    def fetch(self, name: str, version: str) -> Path:
+        self.fetched += 1
+        return self.deb
+
+
+def _source_deb(tmp_path: Path, text: str) -> Path:
+    top = tmp_path / "src-pkg"
+    (top / "linux-source-9.9").mkdir(parents=True, exist_ok=True)
+    (top / "linux-source-9.9/Makefile").write_text(text)
+    (top / "pkg/usr/src").mkdir(parents=True, exist_ok=True)
+    (top / "pkg/DEBIAN").mkdir(exist_ok=True)
+    (top / "pkg/DEBIAN/control").write_text(
+        "Package: linux-source-9.9\nVersion: 9.9.1-1\nArchitecture: all\n"
+        "Maintainer: t <t@t>\nDescription: t\n")
+    subprocess.run(["tar", "-cJf", str(top / "pkg/usr/src/linux-source-9.9.tar.xz"), "-C",
+                    str(top), "linux-source-9.9"], check=True)
+    deb = tmp_path / "linux-source-9.9.deb"
+    subprocess.run(["dpkg-deb", "-b", str(top / "pkg"), str(deb)], check=True,
+                   capture_output=True)
+    return deb
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+def test_a_debian_suites_newest_source_is_fetched_once_per_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    apt = FakeSuiteApt(_source_deb(tmp_path, "VERSION = 9\n"), "9.9.1-1")
+    monkeypatch.setattr(kernelbuild, "suite_apt", lambda root, suite: apt)
+    said: list[str] = []
+    tree = debian_source_tree("sid", tmp_path / "cache", said.append)
+    assert tree == tmp_path / "cache/trees/linux-source-9.9"
+    assert (tree / "Makefile").read_text() == "VERSION = 9\n" and apt.fetched == 1
+    assert debian_source_tree("sid", tmp_path / "cache", said.append) == tree
+    assert apt.fetched == 1 and "(cached" in said[-1]
+    apt.deb, apt.ver = _source_deb(tmp_path, "VERSION = 10\n"), "9.9.2-1"
+    debian_source_tree("sid", tmp_path / "cache", said.append)
+    assert (tree / "Makefile").read_text() == "VERSION = 10\n" and apt.fetched == 2
+
+
+def test_build_kernel_takes_a_debian_suite() -> None:
+    from pytest_folio.cli import build_parser
+    from pytest_folio.vm.vmoptions import check_options
+    opts = check_options(build_parser().parse_args(["vm", "--build-kernel", "debian:sid"]))
+    assert opts.build_kernel is None and opts.build_suite == "sid"
+    with pytest.raises(CommandError, match="--build-kernel debian:a/b: not a Debian suite"):
+        check_options(build_parser().parse_args(["vm", "--build-kernel", "debian:a/b"]))
+
+
+def test_no_build_boots_a_cached_build_only(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src")
+    ramfs = _patch(tmp_path, "fs/ramfs/inode.c", "int blocksize;", "int blocksize = 1;")
+    with pytest.raises(VMError, match=r"no cached build of kernel .*src with inode.patch in "
+                                      r".*\(--no-build builds nothing\)"):
+        build_kernel(src, tmp_path / "cache", lambda m: None, patches=(ramfs,), build=False)
+    assert not (tmp_path / "cache/built-kernels").exists() or not any(
+        (tmp_path / "cache/built-kernels").glob("*/done"))
+    build_kernel(src, tmp_path / "cache", lambda m: None, patches=(ramfs,))
+    built = build_kernel(src, tmp_path / "cache", lambda m: None, patches=(ramfs,),
+                         build=False)
+    assert built.in_kernel == (ramfs,)
