@@ -178,6 +178,7 @@ def test_a_patch_to_built_in_code_goes_into_the_kernel_and_a_modules_to_the_modu
                                                    "CONFIG_MTD_BLOCK2MTD=y"))
 
 
+@needs_build_tools
 def test_the_kernel_is_built_from_a_patched_copy_and_says_what_it_carries(
         tmp_path: Path) -> None:
     src = _tree(tmp_path / "src")
@@ -198,6 +199,7 @@ def test_the_kernel_is_built_from_a_patched_copy_and_says_what_it_carries(
     assert any("with inode.patch built before" in line for line in again)
 
 
+@needs_build_tools
 def test_a_patch_that_does_not_apply_to_the_tree_is_one_line(tmp_path: Path) -> None:
     src = _tree(tmp_path / "src")
     bad = _patch(tmp_path, "fs/ramfs/inode.c", "int nothing;", "int blocksize = 1;")
@@ -264,6 +266,7 @@ def test_build_kernel_takes_a_debian_suite() -> None:
         check_options(build_parser().parse_args(["vm", "--build-kernel", "debian:a/b"]))
 
 
+@needs_build_tools
 def test_no_build_boots_a_cached_build_only(tmp_path: Path) -> None:
     src = _tree(tmp_path / "src")
     ramfs = _patch(tmp_path, "fs/ramfs/inode.c", "int blocksize;", "int blocksize = 1;")
