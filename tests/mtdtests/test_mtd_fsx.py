@@ -85,10 +85,10 @@ def test_a_broken_folio_cache_fails_on_an_operation_the_log_ends_with() -> None:
     assert again.value.summary == failure.summary
 
 
-def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _pytest(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = subprocess_env(COLUMNS="300")
     return subprocess.run([sys.executable, "-m", "pytest", *QUICK, *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_default_suites_pass_on_a_correct_user_folio_cache(tmp_path: Path) -> None:
@@ -124,7 +124,10 @@ def test_the_hypothesis_form_shrinks_a_failure_to_a_few_operations(tmp_path: Pat
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs",
                    "pytest_folio.suites.test_mtd_fsx", "-q", "-k", "hypothesis and eb16K",
                    "--folio-mtd=tests.helpers.mtd_devices:PartialFolioWriteSkipsTheRead",
-                   "--folio-mtd-size=2M", "--folio-orders=2", "--folio-seed=1")
+                   "--folio-mtd-size=2M", "--folio-orders=2", "--folio-seed=1",
+                   # shrinking may take its whole budget (60 s of CPU): wall-clock time
+                   # under load is several times that
+                   timeout=1800)
     assert proc.returncode == 1, proc.stdout[-3000:]
     logged = re.search(r"operation log \((\d+) operations\)", proc.stdout)
     assert logged and int(logged.group(1)) <= 12, proc.stdout[-3000:]
