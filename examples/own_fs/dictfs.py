@@ -104,12 +104,14 @@ class DictFS:
         return len(data)
 
     def ftruncate(self, fd: int, length: int) -> None:
-        if length < 0:
+        f = self.fds.get(fd)
+        if f is None:
+            raise _err(errno.EBADF, f"fd {fd}")
+        # Linux: EINVAL for a negative length, a descriptor not open for writing, or
+        # anything but a regular file
+        if length < 0 or f.flags & os.O_ACCMODE == os.O_RDONLY or f.data is None:
             raise _err(errno.EINVAL, "ftruncate")
-        try:
-            buf = self._data(fd, write=True)
-        except OSError as exc:           # Linux says EINVAL for a read-only fd
-            raise _err(errno.EINVAL, "ftruncate") from exc
+        buf = f.data
         if length < len(buf):
             del buf[length:]
         else:
