@@ -17,18 +17,18 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.kernel_modules import kernel_mtd_devices
-from pytest_folio.sizes import format_size
-from pytest_folio.suites.mtd.base import run_seed
-from pytest_folio.vm import VMError
-from pytest_folio.vm.initramfs import GUEST_OUT
-from pytest_folio.vm.powercut import (
+from pytest_folio.mtdtests.kernel_powercut import (
     PHASES,
     POWERCUT_ENV,
     announce_cut,
     check_after_cut,
     run_until_cut,
 )
+from pytest_folio.sizes import format_size
+from pytest_folio.suites.mtd.base import run_seed
+from pytest_folio.vmabi import GUEST_OUT
 
 
 def _phase() -> str:
@@ -61,7 +61,7 @@ def test_kernel_power_cut_keeps_synced_data_reads_the_rest_old_or_new(
                     "folios")
     try:
         result = check_after_cut(folio, devices[0], Path(GUEST_OUT))
-    except VMError as exc:
+    except MTDTestError as exc:
         pytest.fail(str(exc))
     request.node.add_report_section("call", "power cut", result.summary)
     assert result.problem is None, f"{result.summary}\n{result.problem}"

@@ -21,10 +21,8 @@ from pathlib import Path
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.vm import VMError
+from pytest_folio.vmabi import GUEST_OUT, GUEST_RUN, MARK
 
-MARK = "@@folio-vm"
-GUEST_RUN = "/run/folio"  # everything the guest writes lives under here
-GUEST_OUT = f"{GUEST_RUN}/out"  # the writable share: results travel back through it
 GUEST_RAMFS = f"{GUEST_RUN}/ramfs"
 GUEST_TMP = f"{GUEST_RUN}/tmp"
 GUEST_PYCACHE = f"{GUEST_RUN}/pycache"  # PYTHONPYCACHEPREFIX, kept on the host across boots

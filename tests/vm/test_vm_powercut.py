@@ -15,9 +15,9 @@ import pytest
 from pytest_folio.cli import main
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
+from pytest_folio.mtdtests import kernel_powercut as powercut
 from pytest_folio.mtdtests.kernel_modules import KernelDevice
-from pytest_folio.vm import powercut
-from pytest_folio.vm.powercut import (
+from pytest_folio.mtdtests.kernel_powercut import (
     LOG_NAME,
     check_after_cut,
     cut_ops,
@@ -116,7 +116,7 @@ def test_a_byte_changed_on_the_store_is_caught(monkeypatch: pytest.MonkeyPatch,
 
 def test_the_check_without_the_cut_boot_log_says_so(tmp_path: Path) -> None:
     device = KernelDevice(0, "block2mtd: /dev/vda", SIZE, ERASESIZE, 1, 0)
-    with pytest.raises(powercut.VMError, match=f"no {LOG_NAME} on the results share"):
+    with pytest.raises(powercut.MTDTestError, match=f"no {LOG_NAME} on the results share"):
         check_after_cut("4K", device, tmp_path)
 
 

@@ -1,0 +1,144 @@
+"""A power cut of a real kernel, the guest's side (``vm --power-cut``): the cut boot's
+writes, erases and syncs on every block2mtd device and its log, and the check boot's
+replay of that log against what the devices read back. The host's side (two boots, qemu
+killed at the cut) is :mod:`pytest_folio.vm.powercut`; the suite is
+``suites/test_kernel_powercut.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.kernel_modules import KernelDevice
+from pytest_folio.mtdtests.mtdops import Op, parse_op
+from pytest_folio.mtdtests.ops import Layout
+from pytest_folio.mtdtests.powercut import AllowedStates, apply_op, powercut_ops, region_size
+from pytest_folio.sizes import format_size
+from pytest_folio.targets.mtdchar import MTDChar, open_mtd_char
+from pytest_folio.vmabi import MARK
+
+POWERCUT_ENV = "PYTEST_FOLIO_POWERCUT"  # "cut" in the first boot, "check" in the second
+PHASES = ("cut", "check")
+CUT_MARK = "powercut"                   # the console line the host kills qemu on
+LOG_NAME = "powercut.json"
+ROUNDS = 4           # rounds of the suite's "writes" schedule, the cuts between left out
+CUT_WAIT = 600.0     # how long the cut boot waits to be killed before it fails
+
+
+def cut_ops(layout: Layout, seed: int) -> list[Op]:
+    """The cut boot's operations: :data:`ROUNDS` rounds of writes and erases, most
+    ending in a sync and a few more changes; one boot makes one cut, at the end."""
+    return [op for op in powercut_ops(layout, seed, ROUNDS, "writes") if op.kind != "cut"]
+
+
+def device_layout(dev: MTDChar, folio_order: int) -> Layout:
+    folio = PAGE_SIZE << folio_order
+    return dataclasses.replace(Layout.of(dev, folio), size=region_size(dev, folio))
+
+
+def run_until_cut(devices: Sequence[KernelDevice], seed: int, out: Path) -> list[MTDChar]:
+    """The cut boot: run :func:`cut_ops` on every block2mtd device and write the log
+    (``out``: the results share). The devices are returned open: closing ``/dev/mtdN``
+    syncs block2mtd, so they must stay open until the power goes."""
+    log: dict[str, object] = {"seed": seed, "devices": {}}
+    opened = []
+    for d in devices:
+        if d.folio_order is None:
+            continue
+        dev = open_mtd_char(d.path, allow_destructive=True)
+        opened.append(dev)
+        layout = device_layout(dev, d.folio_order)
+        before = dev.read(0, layout.size)
+        saved = out / f"powercut-mtd{d.number}.before"
+        saved.write_bytes(before)
+        states = AllowedStates(before, PAGE_SIZE)
+        ops = cut_ops(layout, seed)
+        for i, op in enumerate(ops):
+            # /dev/mtdN has no fsync: its close syncs block2mtd (sync_blockdev)
+            apply_op(dev, states, layout, i, op, sync=dev.reopen)
+        devices_log = log["devices"]
+        assert isinstance(devices_log, dict)
+        devices_log[format_size(PAGE_SIZE << d.folio_order)] = {
+            "path": d.path, "size": layout.size, "before": saved.name,
+            "ops": [str(op) for op in ops]}
+    with (out / LOG_NAME).open("w") as f:
+        json.dump(log, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    return opened
+
+
+def announce_cut(text: str, console: str = "/dev/console") -> None:
+    """Tell the host to cut the power now (one MARK line on the console), then wait for
+    it; raise when it never comes (the test was run outside ``vm --power-cut``)."""
+    fd = os.open(console, os.O_WRONLY | os.O_NOCTTY)
+    try:
+        os.write(fd, f"\n{MARK} {CUT_MARK} {text}\n".encode())
+    finally:
+        os.close(fd)
+    time.sleep(CUT_WAIT)
+    raise AssertionError(f"the power was not cut within {CUT_WAIT:g} s of asking")
+
+
+@dataclasses.dataclass
+class CheckResult:
+    """What one device read back after the cut: the first state not allowed (None when
+    every page is allowed) and what the pages read, for the report."""
+
+    problem: str | None
+    summary: str
+
+
+def check_after_cut(folio: str, device: KernelDevice, out: Path) -> CheckResult:
+    """The check boot: replay the cut boot's log of the device with ``folio``-sized
+    folios on the model and read the device back."""
+    log_path = out / LOG_NAME
+    if not log_path.is_file():
+        raise MTDTestError(f"no {LOG_NAME} on the results share: the cut boot wrote no log")
+    log = json.loads(log_path.read_text())
+    entry = log["devices"].get(folio)
+    if entry is None:
+        raise MTDTestError(f"the cut boot wrote no {folio} device (it had "
+                      f"{', '.join(log['devices']) or 'none'})")
+    ops = [parse_op(line) for line in entry["ops"]]
+    dev = open_mtd_char(entry["path"])
+    try:
+        assert device.folio_order is not None
+        layout = device_layout(dev, device.folio_order)
+        states = AllowedStates((out / entry["before"]).read_bytes(), PAGE_SIZE)
+        for i, op in enumerate(ops):
+            apply_op(None, states, layout, i, op)
+        got = dev.read(0, entry["size"])
+    finally:
+        dev.close()
+    problem = states.check(got)
+    if problem is not None:
+        problem = (f"power cut after op {len(ops) - 1} ({ops[-1]}) of seed "
+                   f"{log['seed']}: {problem}")
+    return CheckResult(problem, _summary(entry["path"], folio, states, got, len(ops)))
+
+
+def _summary(path: str, folio: str, states: AllowedStates, got: bytes, nops: int) -> str:
+    unit = states.unit
+    counts = {"synced": 0, "last": 0, "between": 0}
+    for u, allowed in states.since.items():
+        piece = got[u * unit:(u + 1) * unit]
+        if piece == allowed[0][0]:
+            counts["synced"] += 1
+        elif piece == allowed[-1][0]:
+            counts["last"] += 1
+        elif any(piece == state for state, _ in allowed):
+            counts["between"] += 1
+    exact = len(got) // unit - len(states.since)
+    return (f"{path} ({folio} folios): {nops} operations, then the power cut; "
+            f"{format_size(len(got))} read back in {format_size(unit)} pages: {exact} "
+            f"unchanged since the last sync read exactly; of {len(states.since)} changed "
+            f"since, {counts['synced']} read as synced (the change lost), "
+            f"{counts['last']} as their last change, {counts['between']} as an earlier one")
