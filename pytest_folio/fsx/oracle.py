@@ -37,6 +37,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.errors import errno_of
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.protocols import (
@@ -101,14 +102,6 @@ def pattern(n: int, tag: int) -> bytes:
     return (_PATTERN * reps)[start:start + n]
 
 
-def _errno_of(call: Callable[[], object]) -> int | None:
-    try:
-        call()
-    except OSError as exc:
-        return exc.errno
-    return None
-
-
 def supported(fs: AnyFileSystem) -> frozenset[str]:
     """The operation families ``fs`` has: its features (:func:`features_of`: the
     optional calls it has, narrowed by its ``features``), ``drop_caches`` when it is a
@@ -120,13 +113,13 @@ def supported(fs: AnyFileSystem) -> frozenset[str]:
     have = set(features_of(fs))
     if isinstance(fs, DropCaches):
         have.add("drop_caches")
-    if supports(fs, Directories) and _errno_of(lambda: fs.mkdir(_PROBE)) != errno.EOPNOTSUPP:
+    if supports(fs, Directories) and errno_of(lambda: fs.mkdir(_PROBE)) != errno.EOPNOTSUPP:
         have.add("directories")
         moved = _PROBE + "-moved"
-        if _errno_of(lambda: fs.rename(_PROBE, moved)) != errno.EOPNOTSUPP:
+        if errno_of(lambda: fs.rename(_PROBE, moved)) != errno.EOPNOTSUPP:
             have.add("rename_directories")
-            _errno_of(lambda: fs.rmdir(moved))
-        _errno_of(lambda: fs.rmdir(_PROBE))
+            errno_of(lambda: fs.rmdir(moved))
+        errno_of(lambda: fs.rmdir(_PROBE))
     have.update(_file_sizes(fs))
     return frozenset(have)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.errors import errno_of
 from pytest_folio.fixtures.fs import REPRODUCE
 from pytest_folio.targets.protocols import AnyFileSystem, Directories, features_of, supports
 
@@ -28,15 +29,6 @@ def need(fs: AnyFileSystem, *features: str) -> None:
     missing = [f for f in features if f not in have]
     if missing:
         pytest.skip(f"{type(fs).__name__} does not support {', '.join(missing)}")
-
-
-def errno_of(call: Callable[[], object]) -> int | None:
-    """The errno ``call`` fails with, or None when it succeeds."""
-    try:
-        call()
-    except OSError as exc:
-        return exc.errno
-    return None
 
 
 def name(code: int | None) -> str:
