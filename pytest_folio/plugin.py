@@ -6,6 +6,7 @@ works). Fixtures live in :mod:`pytest_folio.fixtures`; this module only wires th
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from pytest_folio.skips import SkipSummary
 from pytest_folio.targets.fs import fs_oracle_header
 from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.timeout import FolioTimeout
+from pytest_folio.timing.collector import CONTROLLER_HOST
 
 pytest_plugins = [
     "pytest_folio.fixtures.model",
@@ -80,11 +82,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class _XdistController:
-    """Hands the controller's decisions to every worker, so all collect and seed alike."""
+    """Hands the controller's decisions to every worker, so all collect and seed alike,
+    and its host name, so a worker on another machine reports that machine's facts."""
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["folio_seed"] = settings(node.config).seed
         node.workerinput["folio_session"] = session(node.config).decisions()
+        node.workerinput[CONTROLLER_HOST] = socket.gethostname()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -68,16 +68,6 @@ def interrupted_path(path: Path) -> Path:
 
 def _title(row: Row) -> str:
     return f"{row.name} {row.label}" if row.label else row.name
-class XdistHosts:
-    """Tells every worker the controller's host name, so remote ones report theirs."""
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[CONTROLLER_HOST] = self.host
-
-
 class TimingCollector:
     """One per process; only the controller (or a serial run) keeps and saves records."""
 
