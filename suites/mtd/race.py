@@ -248,9 +248,12 @@ def run_invalidate_race(dev: MTDDevice, seconds: float, seed: int, writers: int 
         finally:
             backing.close()
     if isinstance(dev, DropCaches):
-        drop = dev.drop_caches
-        return run.run([run.dropper("drop_caches()", lambda: drop())
-                        for _ in range(droppers)], lambda: drop())
+        drop_caches = dev.drop_caches
+
+        def drop() -> None:
+            with run.lock:   # a user's device need not be thread-safe: drops come
+                drop_caches()  # between its calls, as the writers' calls do
+        return run.run([run.dropper("drop_caches()", drop) for _ in range(droppers)], drop)
     raise LookupError(f"{dev.name} has no cache to drop: neither the reference, nor the "
                       "kernel's block2mtd with its block device here, nor a device with "
                       "drop_caches()")
