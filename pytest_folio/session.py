@@ -188,9 +188,14 @@ def settings(config: pytest.Config) -> FolioSettings:
     return session(config).settings
 
 
-def rerun_command(item: pytest.Item, *options: str) -> str:
+def rerun_command(item: pytest.Item, *options: str, function: str | None = None) -> str:
     """The pytest command line that runs ``item`` again with the run's seed: the test by
-    its file path (so it works from any directory), then ``options``."""
-    test = "::".join([str(item.path), *item.nodeid.split("::")[1:]])
+    its file path (so it works from any directory), then ``options``. ``function``
+    names a sibling test to run with the same parameters instead (the one every
+    reproduction command of the project is built by)."""
+    parts = item.nodeid.split("::")
+    if function is not None and isinstance(item, pytest.Function):
+        parts[-1] = function + parts[-1][len(item.originalname):]
+    test = "::".join([str(item.path), *parts[1:]])
     return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", test, *options,
                        f"--folio-seed={settings(item.config).seed}"])

@@ -4,7 +4,6 @@ differential mode) and the read-only check that runs the same operations."""
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
@@ -20,7 +19,7 @@ from pytest_folio.mtdtests.mtdops import Op, format_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure
 from pytest_folio.mtdtests.report import explain, shrink
-from pytest_folio.session import settings
+from pytest_folio.session import rerun_command, settings
 from pytest_folio.suites.mtd.base import _MTDSuite, folio_order_of, require_destructive, run_seed
 from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.targets.protocols import MTDDevice, Reopenable
@@ -58,16 +57,9 @@ class MTDFsxSuite(_MTDSuite):
 
     def _command(self, request: pytest.FixtureRequest, opener: MTDOpener | None,
                  *extra: str, function: str | None = None, size: int | None = None) -> str:
-        item = request.node
-        parts = item.nodeid.split("::")
-        if function is not None:
-            parts[-1] = function + parts[-1][len(item.originalname):]
-        words = ["python", "-m", "pytest", "-p", "pytest_folio",
-                 "::".join([str(item.path), *parts[1:]])]
-        if opener is not None:
-            words += opener.replay_options(size)
+        words = [] if opener is None else opener.replay_options(size)
         words.append(f"--folio-mtd-oracle={oracle_label(mtd_oracle(request.config))}")
-        return shlex.join([*words, *extra])
+        return rerun_command(request.node, *words, *extra, function=function)
 
     def _fail(self, request: pytest.FixtureRequest, failure: MTDFsxFailure,
               dev: MTDDevice | _Resized, path: Path, what: str, *, layout: Layout,
