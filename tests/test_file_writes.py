@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PRIVATE_DIRS = ("pytest_folio/vm/",)
 PRIVATE = {
     "pytest_folio/mtdtests/kernel_modules.py",       # a sysfs parameter, not a file
+    "pytest_folio/mtdtests/kernel_blockdev.py",      # /proc/sys/vm/drop_caches, not a file
+    "pytest_folio/mtdtests/kernel_powercut.py",      # the guest's results share (vm's own)
     "pytest_folio/targets/directory.py",             # the target's own scratch directory
     "fixtures/hypothesis.py",                        # its own O_EXCL | O_NOFOLLOW create
 }

@@ -242,6 +242,8 @@ def _source_deb(tmp_path: Path, text: str) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+@pytest.mark.skipif(shutil.which("xz") is None,
+                    reason="needs xz for linux-source's .tar.xz (apt-get install xz-utils)")
 def test_a_debian_suites_newest_source_is_fetched_once_per_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     apt = FakeSuiteApt(_source_deb(tmp_path, "VERSION = 9\n"), "9.9.1-1")
