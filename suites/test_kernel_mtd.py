@@ -129,6 +129,13 @@ def test_kernel_mtd_speedtest(kernel_mtd: tuple[Path, KernelDevice],
     _announce(request, kernel_mtd[1], samples)
 
 
+def _interleaved_sides(staged: Path) -> dict[str, str]:
+    """The two targets of an interleaved boot, the same for every suite in it, so one
+    saved run holds a base and a patched and ``compare RUN`` prints them as one grid."""
+    origin = (staged / "origin").read_text().strip()
+    return {"base": "kernel, stock block2mtd", "patched": f"kernel, block2mtd built with {origin}"}
+
+
 def test_kernel_mtd_speedtest_interleaved(request: pytest.FixtureRequest) -> None:
     """Base and patched block2mtd in turn in one boot (``vm --interleave``): every pass
     swaps the module and runs mtd_speedtest on each device, in the order ABBA..., so a
@@ -139,9 +146,7 @@ def test_kernel_mtd_speedtest_interleaved(request: pytest.FixtureRequest) -> Non
         pytest.skip("base and patched in turn in one boot: python -m pytest_folio vm "
                     "--mtd-tests --patch FILE --interleave -- ...")
     devices = [d for d in kernel_mtd_devices() if d.folio_order is not None]
-    sides = {"base": "kernel:mtd_speedtest, stock block2mtd",
-             "patched": "kernel:mtd_speedtest, block2mtd built with "
-                        + (Path(staged) / "origin").read_text().strip()}
+    sides = _interleaved_sides(Path(staged))
     samples: dict[str, dict[int, dict[str, list[float]]]] = {
         side: {d.number: {} for d in devices} for side in sides}
     order = list(sides)
@@ -168,8 +173,7 @@ def test_block2mtd_invalidate_race_interleaved(request: pytest.FixtureRequest) -
         pytest.skip("the stock and the patched block2mtd in turn in one boot: python -m "
                     "pytest_folio vm --patch FILE --interleave -- -k race ...")
     devices = [d for d in kernel_mtd_devices() if d.folio_order is not None]
-    origin = (Path(staged) / "origin").read_text().strip()
-    sides = {"base": "stock block2mtd", "patched": f"block2mtd built with {origin}"}
+    sides = _interleaved_sides(Path(staged))
     seconds = settings(request.config).race_seconds
     totals = {side: RaceCounts() for side in sides}
     runs: dict[str, dict[int, list[float]]] = {side: {} for side in sides}
@@ -199,7 +203,7 @@ def test_block2mtd_invalidate_race_interleaved(request: pytest.FixtureRequest) -
                 suite="invalidate_race", name="Lost writes and erases", unit="count",
                 samples=runs[side].get(device.number, []),
                 params={"folio": format_size(PAGE_SIZE << (device.folio_order or 0))},
-                target=f"kernel:invalidate_race, {what}",
+                target=what,
                 extra={"seconds": seconds, "page_writes": totals[side].page_writes}))
     request.node.add_report_section("call", "invalidate race", "\n".join(lines))
     for line in lines[:1] + [ln for ln in lines if not ln.startswith("  ")][1:]:

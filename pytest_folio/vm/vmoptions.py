@@ -202,7 +202,7 @@ def check_options(args: argparse.Namespace) -> VMOptions:
             raise CommandError(f"--build-kernel {build}: {exc}") from None
     elif build is not None and not build.is_dir():
         raise CommandError(f"--build-kernel {build}: no such directory")
-    if getattr(args, "no_build", False) and build is None:
+    if getattr(args, "no_build", False) and build is None and build_suite is None:
         raise CommandError("--no-build goes with --build-kernel: it boots that build only "
                            "when it is cached")
     interleave = bool(getattr(args, "interleave", False))

@@ -264,6 +264,9 @@ def test_build_kernel_takes_a_debian_suite() -> None:
     from pytest_folio.vm.vmoptions import check_options
     opts = check_options(build_parser().parse_args(["vm", "--build-kernel", "debian:sid"]))
     assert opts.build_kernel is None and opts.build_suite == "sid"
+    opts = check_options(build_parser().parse_args(["vm", "--build-kernel", "debian:sid",
+                                                    "--no-build"]))
+    assert opts.build_suite == "sid" and opts.no_build
     with pytest.raises(CommandError, match="--build-kernel debian:a/b: not a Debian suite"):
         check_options(build_parser().parse_args(["vm", "--build-kernel", "debian:a/b"]))
 
