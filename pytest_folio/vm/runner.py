@@ -178,10 +178,13 @@ class VMRun:
             extra = [f"--folio-orders={','.join(map(str, orders))}"]
             fs = GUEST_RAMFS
             ramfs_sizes: tuple[int, ...] = ()
+            last: list[str] = []
             if self.opts.fs == "ramfs":  # the guest mounts them and names them for pytest
                 ramfs_sizes = tuple(run_list(pytest_args, "--folio-block-sizes",
                                              parse_block_size)[0])
-                extra.append(RAMFS_ARGS)
+                # after the user's options: the sizes the kernel could mount win over
+                # the asked ones (the others were skipped, each with its reason)
+                last.append(RAMFS_ARGS)
             if sizes:
                 fs = size_map(dict(zip(sizes, (g.mountpoint for g in guest if g.fstype),
                                        strict=True)))
@@ -189,7 +192,7 @@ class VMRun:
             job = GuestJob(
                 modules=[name for name, _ in modules], module_params={}, cwd=os.getcwd(),
                 argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
-                                       self.opts.erasesize, mtd, fs, extra),
+                                       self.opts.erasesize, mtd, fs, extra) + last,
                 env=env, disks=guest, ramfs_sizes=ramfs_sizes)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))

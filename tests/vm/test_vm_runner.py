@@ -111,9 +111,10 @@ def test_run_streams_output_and_returns_pytest_status(fake: Path,
     assert inner[inner.index("exec") + 1:] == [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
         "--folio-mtd=4K=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}", "--folio-orders=0",
-        "$(cat", f"{GUEST_RAMFS_ARGS})",  # the ramfs per block size the guest could mount
         "--folio-mtd-size=16777216", "--folio-erasesize=131072", "--folio-allow-destructive",
-        "-k", "not slow", "--folio-save=/run/folio/out/timings.json"]
+        "-k", "not slow", "--folio-save=/run/folio/out/timings.json",
+        # the ramfs per block size the guest could mount, over the user's sizes
+        "$(cat", f"{GUEST_RAMFS_ARGS})"]
     assert "reboot" not in out  # the console after the exit mark is not pytest's
     assert "folio-vm: [    0.000000] Linux version 6.1.0-fake" in err
     assert "folio-vm: /dev/mtd0: block2mtd on /dev/vda, logical block size 4096 (4K folios)" \
