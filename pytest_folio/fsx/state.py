@@ -19,8 +19,8 @@ from typing import Any, NoReturn, TypeVar
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.artifacts import read_target_file, save_failure
 from pytest_folio.fsx.config import FsxOptions
+from pytest_folio.fsx.expected import DataPattern, FileModel
 from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_NONE, FL_SKIPPED, OP_FSYNC, OP_NAMES, LogEntry
-from pytest_folio.fsx.model import DataPattern, FileModel
 from pytest_folio.fsx.probe import Capabilities
 from pytest_folio.fsx.report import (
     FsxFailure,

@@ -185,7 +185,7 @@ class MTDFsxSuite(_MTDSuite):
                                 request: pytest.FixtureRequest, tmp_path: Path) -> None:
         # Hypothesis is imported only here (seconds of start-up in a VM)
         from pytest_folio.fixtures.hypothesis import machine_run
-        from pytest_folio.mtdtests.machine import MTDMachineFailure, mtd_machine
+        from pytest_folio.mtdtests.mtd_machine import MTDMachineFailure, mtd_machine
 
         run = machine_run(request, "mtd", self.mtd_hypothesis_profile)
         if mtd_replay(request.config) is not None:

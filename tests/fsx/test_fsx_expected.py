@@ -1,4 +1,4 @@
-"""The model of the file (fsx's good_buf) and fsx's data pattern."""
+"""The expected file (fsx's good_buf) and fsx's data pattern."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import random
 
 import pytest
 
-from pytest_folio.fsx.model import PATTERN_CACHE_AFTER, PATTERN_CACHE_BYTES, DataPattern, FileModel
+from pytest_folio.fsx.expected import (
+    PATTERN_CACHE_AFTER,
+    PATTERN_CACHE_BYTES,
+    DataPattern,
+    FileModel,
+)
 
 
 def _gendata(original: bytes, testcalls: int, offset: int, size: int) -> bytes:
