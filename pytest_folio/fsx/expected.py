@@ -31,7 +31,7 @@ _ADD = tuple(bytes((i + c) & 0xFF for i in range(256)) for c in range(256))
 class DataPattern:
     """gendata(): the bytes operation ``testcalls`` writes at any offset below ``length``."""
 
-    def __init__(self, original: bytes) -> None:
+    def __init__(self, original: bytes | bytearray) -> None:
         odd = bytearray(len(original))
         odd[1::2] = original[1::2]
         self._odd = bytes(odd)

@@ -39,6 +39,19 @@ PAGE_MASK = PAGE_SIZE - 1
 _ZERO_PAGE = bytes(PAGE_SIZE)
 _T = TypeVar("_T")
 _new_entry = tuple.__new__  # LogEntry's own __new__ is a Python function: one per operation
+# random.randbytes(n) asks getrandbits() for 8n bits, a C int: 256 MiB or more overflows.
+RANDBYTES_CHUNK = 16 << 20
+
+
+def randbytes(rng: random.Random, n: int) -> bytes | bytearray:
+    """``rng.randbytes(n)`` for any ``n``: the same bytes, made in chunks (getrandbits()
+    fills 32-bit words in order, so chunks of whole words join into what one call makes)."""
+    if n <= RANDBYTES_CHUNK:
+        return rng.randbytes(n)
+    data = bytearray()
+    for at in range(0, n, RANDBYTES_CHUNK):
+        data += rng.randbytes(min(RANDBYTES_CHUNK, n - at))
+    return data
 
 
 class _CountsByName:
@@ -92,7 +105,7 @@ class FsxState:
         self.maxfilelen = maxfilelen
         rng = random.Random(opts.seed)
         self._getrandbits = rng.getrandbits  # fsx's random(): 31 bits
-        self.pattern = DataPattern(rng.randbytes(maxfilelen))
+        self.pattern = DataPattern(randbytes(rng, maxfilelen))
         self.model = FileModel(maxfilelen)
         self.biggest = 0
         self._closeprob_limit = (1 << 28) // opts.closeprob if opts.closeprob else -1

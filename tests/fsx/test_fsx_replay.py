@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pytest_folio.fsx import state
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
-from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_KEEP_SIZE, FL_SKIPPED, OP_NAMES, read_fsxops
+from pytest_folio.fsx.log import (
+    FL_CLOSE_OPEN,
+    FL_KEEP_SIZE,
+    FL_SKIPPED,
+    OP_NAMES,
+    parse_fsxops,
+    read_fsxops,
+)
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import AnyFileSystem, features_of
@@ -68,3 +77,17 @@ def test_handwritten_file_catches_stale_data_after_truncate_up() -> None:
     assert failure.badoff == 0x1800
     assert "5(  5 mod 256): READ     0x1000 thru 0x27ff\t(0x1800 bytes)\t***RRRR***" in (
         failure.report.splitlines())
+
+
+def test_random_data_made_in_chunks_is_what_one_call_makes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state, "RANDBYTES_CHUNK", 8)
+    assert state.randbytes(random.Random(5), 29) == random.Random(5).randbytes(29)
+
+
+def test_a_log_reaching_past_256_mib_replays() -> None:
+    # random.randbytes() overflows at 256 MiB; the parser allows up to 1 GiB
+    far = (256 << 20) + 0x1000
+    entries = parse_fsxops(f"write {far:#x} 0x1000 0x0\nread {far:#x} 0x1000 {far + 0x1000:#x}\n")
+    fsx = FsxEngine(MemFS(), FsxOptions(closeprob=0))
+    assert fsx.run(replay=entries).testcalls == 2
