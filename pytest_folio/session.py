@@ -5,8 +5,8 @@ the parsed options, the resolved ``--folio-mtd`` / ``--folio-fs`` targets and th
 oracles, and the ``--folio-mtd-replay`` / ``--folio-fsx-replay`` logs. The plugin builds it
 in ``pytest_configure``; under xdist the controller resolves it and hands every worker
 its decisions (:meth:`FolioSession.decisions`: how each spec was classified, the logs'
-text), so workers read the specs and logs exactly as the controller did without probing
-paths or files again.
+operations), so workers take the specs and logs exactly as the controller read them,
+without probing paths or reading and parsing files again.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops
+from pytest_folio.fsx.log import (
+    FsxopsError,
+    LogEntry,
+    entries_from_data,
+    entries_to_data,
+    parse_fsxops,
+)
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.sizes import format_size
@@ -38,8 +44,9 @@ from pytest_folio.targets.spec import TargetError
 SESSION_KEY = pytest.StashKey["FolioSession"]()
 
 
-# A replayed log is read once, on the controller, and handed to every xdist worker as
-# text: larger ones are refused before the tests (16 MiB is some 500,000 operations).
+# A replayed log is read and parsed once, on the controller, and handed to every xdist
+# worker as its operations: larger ones are refused before the tests (16 MiB is some
+# 500,000 operations, parsed in a few seconds).
 MAX_LOG_BYTES = 16 << 20
 
 
@@ -116,8 +123,8 @@ class FolioSession:
     fs_oracle: FsOracle | None = None
     mtd_replay: tuple[str, MTDLog] | None = None           # the log's path, its operations
     fsx_replay: tuple[Path, list[LogEntry]] | None = None
-    # the primitive form handed to xdist workers (see decisions())
-    _texts: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    # the logs' operations as primitive data, handed to xdist workers (see decisions())
+    _logs: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     # the controller's header lines: the optional calls a factory's target lacks
     header: tuple[str, ...] = ()
 
@@ -128,7 +135,6 @@ class FolioSession:
         :meth:`decisions`, on an xdist worker."""
         given = decided or {}
         kinds: dict[str, str] = given.get("kinds", {})
-        texts: dict[str, str] = dict(given.get("texts", {}))
         try:
             mtd = resolve_mtd_target(s.mtd, s.source("--folio-mtd"), kinds.get("mtd"))
             fs = resolve_fs_target(s.fs, s.source("--folio-fs"), kinds.get("fs"))
@@ -143,29 +149,33 @@ class FolioSession:
             _check_size_maps(s, mtd, fs)
             if "reference" in (mtd.kind, mtd_oracle and mtd_oracle.kind):
                 _check_reference_memory(s)
+        logs: dict[str, Any] = dict(given.get("logs", {}))
         mtd_replay = fsx_replay = None
         try:
             if s.mtd_replay is not None:
-                text = texts.get("mtd_replay") or _read(s.mtd_replay, MTDOpsError)
-                texts["mtd_replay"] = text
-                mtd_replay = (str(s.mtd_replay), parse_mtdops(text))
+                log = (MTDLog.from_data(logs["mtd_replay"]) if "mtd_replay" in logs
+                       else parse_mtdops(_read(s.mtd_replay, MTDOpsError)))
+                logs["mtd_replay"] = log.to_data()
+                mtd_replay = (str(s.mtd_replay), log)
         except MTDOpsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-mtd-replay')}: {exc}") from None
         try:
             if s.fsx_replay is not None:
-                text = texts.get("fsx_replay") or _read(s.fsx_replay, FsxopsError)
-                texts["fsx_replay"] = text
-                fsx_replay = (s.fsx_replay.resolve(), parse_fsxops(text, str(s.fsx_replay)))
+                entries = (entries_from_data(logs["fsx_replay"]) if "fsx_replay" in logs
+                           else parse_fsxops(_read(s.fsx_replay, FsxopsError),
+                                             str(s.fsx_replay)))
+                logs["fsx_replay"] = entries_to_data(entries)
+                fsx_replay = (s.fsx_replay.resolve(), entries)
         except FsxopsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
-        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, texts, header)
+        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, logs, header)
 
     def decisions(self) -> dict[str, Any]:
         """What a worker needs to resolve the same session: primitive data only."""
         kinds = {"mtd": self.mtd.kind, "fs": self.fs.kind}
         if self.fs_oracle is not None:
             kinds["fs_oracle"] = self.fs_oracle.kind
-        return {"kinds": kinds, "texts": dict(self._texts)}
+        return {"kinds": kinds, "logs": dict(self._logs)}
 
     def target_label(self, fixturenames: object) -> str:
         """How a test's measurements name its target: the ``--folio-mtd`` target's label

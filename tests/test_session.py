@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import execnet
 import pytest
 
+import pytest_folio.session as session_module
+from pytest_folio.fsx.log import FSYNC_NOTE, LogEntry
 from pytest_folio.options import FolioSettings
 from pytest_folio.session import FolioSession
 
@@ -29,6 +32,43 @@ def test_a_worker_reads_the_replayed_logs_the_controller_read(tmp_path: Path) ->
     assert worker.fsx_replay == controller.fsx_replay
 
 
+def test_a_worker_gets_the_logs_parsed_not_their_text(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    mtdops, fsxops = tmp_path / "run.mtdops", tmp_path / "run.fsxops"
+    mtdops.write_text("# device: x size=0x100000 erasesize=0x4000 writesize=1\n"
+                      "write 0x0 0x1000 rand 1\nerase 0x0 0x4000\nsync\n")
+    fsxops.write_text(f"{FSYNC_NOTE}\nwrite 0x0 0x100 0x0 close_open\ncopy_range 0 1 9 0x100\n"
+                      "fsync 0 0 0x100\n")
+    controller = FolioSession.resolve(
+        dataclasses.replace(SETTINGS, mtd_replay=mtdops, fsx_replay=fsxops))
+    # what xdist sends a worker: execnet's serializer takes primitive data only
+    decisions = execnet.loads(execnet.dumps(controller.decisions()))
+
+    def parse_again(*args: object) -> None:
+        raise AssertionError("a worker parsed the log again")
+
+    monkeypatch.setattr(session_module, "parse_mtdops", parse_again)
+    monkeypatch.setattr(session_module, "parse_fsxops", parse_again)
+    worker = FolioSession.resolve(controller.settings, decisions)
+    assert worker.mtd_replay == controller.mtd_replay
+    assert worker.fsx_replay == controller.fsx_replay
+    assert worker.fsx_replay is not None
+    assert [type(e) for e in worker.fsx_replay[1]] == [LogEntry] * 3
+
+
+@pytest.mark.parametrize(("option", "field"), [("--folio-mtd-replay", "mtd_replay"),
+                                               ("--folio-fsx-replay", "fsx_replay")])
+def test_a_log_over_the_cap_is_one_line_before_reading_it(tmp_path: Path, option: str,
+                                                          field: str) -> None:
+    log = tmp_path / "huge.log"
+    with log.open("wb") as f:     # sparse: 100 MiB that take no disk and are never read
+        f.truncate(100 << 20)
+    with pytest.raises(pytest.UsageError) as raised:
+        FolioSession.resolve(dataclasses.replace(SETTINGS, **{field: log}))  # type: ignore[arg-type]
+    assert str(raised.value) == (f"{option}: {log}: 100M is more than the 16M a "
+                                 "replayed log may have")
+
+
 def test_a_worker_takes_the_controllers_classification_of_a_path(tmp_path: Path) -> None:
     s = dataclasses.replace(SETTINGS, fs=str(tmp_path))
     decisions = FolioSession.resolve(s).decisions()
@@ -41,7 +81,7 @@ def test_the_decisions_are_primitive_data() -> None:
     decisions = FolioSession.resolve(
         dataclasses.replace(SETTINGS, fs_oracle="reference")).decisions()
     assert decisions == {"kinds": {"mtd": "reference", "fs": "reference",
-                                   "fs_oracle": "reference"}, "texts": {}}
+                                   "fs_oracle": "reference"}, "logs": {}}
 
 
 def test_a_bad_spec_is_a_usage_error_of_one_line() -> None:

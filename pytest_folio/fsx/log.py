@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pytest_folio.files import write_file
 
@@ -287,6 +287,15 @@ def parse_fsxops(text: str, source: str = "<fsxops>") -> list[LogEntry]:
     if not entries:
         raise FsxopsError(f"{source}: holds no operations")
     return entries
+
+
+def entries_to_data(entries: Iterable[LogEntry]) -> list[tuple[int, tuple[int, ...], int]]:
+    """Primitive data (what xdist hands a worker): the entries without parsing them again."""
+    return [(entry.op, tuple(entry.args), entry.flags) for entry in entries]
+
+
+def entries_from_data(data: Iterable[Sequence[Any]]) -> list[LogEntry]:
+    return [LogEntry(op, tuple(args), flags) for op, args, flags in data]
 
 
 def read_fsxops(path: str | os.PathLike[str]) -> list[LogEntry]:
