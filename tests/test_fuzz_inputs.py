@@ -15,6 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_folio.cli import main
+from pytest_folio.fsx.log import (
+    FSYNC_NOTE,
+    OP_NAMES,
+    FsxopsError,
+    LogEntry,
+    fsxops_line,
+    op_args_count,
+    parse_fsxops,
+)
+from pytest_folio.mtdtests.mtdops import FILLS, MTDLog, MTDOpsError, Op, parse_mtdops
+from pytest_folio.mtdtests.mtdops import KINDS as MTD_KINDS
 from pytest_folio.timing.storage import Record, TimingRun
 
 FUZZ = settings(max_examples=60, deadline=None,
@@ -82,3 +93,58 @@ def test_show_and_compare_of_an_edited_run_is_a_table_or_one_line(data: st.DataO
             assert code in (0, 2), (args, code)
             if code == 2:
                 assert err.count("\n") == 1 and "Traceback" not in err, (args, err)
+
+
+# Words an edit puts into a log: the parsers' own vocabulary, numbers in every form C's
+# strtoul and Python's int(x, 0) read or almost read, and anything else.
+_numbers = (st.integers(0, 1 << 20) | st.integers(-2**70, 2**70)
+            | st.sampled_from([-1, 1 << 30, (1 << 64) - 1, 1 << 64])).flatmap(
+    lambda n: st.sampled_from([str(n), hex(n), oct(n), f"0{abs(n):o}", f"{n}k", f"{n:#X}"]))
+_log_words = _numbers | st.text(max_size=6) | st.sampled_from(
+    [*OP_NAMES, "read_dontcache", "write_atomic", "skip", *MTD_KINDS, "cut", "*",
+     "keep_size", "close_open", "unshare", *FILLS, "#", FSYNC_NOTE,
+     "# device: d size=0x100000 erasesize=0x4000", "0x", "0b1", "1_000", "\x00", "\u00b2"])
+_offsets = st.integers(0, 1 << 20) | st.sampled_from([1 << 30, (1 << 64) - 1, 1 << 64])
+_fsx_lines = st.builds(
+    lambda op, args, flags: fsxops_line(LogEntry(op, tuple(args[:op_args_count(op)]), flags)),
+    st.integers(0, len(OP_NAMES) - 1), st.lists(_offsets, min_size=4, max_size=4),
+    st.integers(0, 15))
+_mtd_lines = st.builds(lambda kind, offset, length, fill, seed: str(
+    Op(kind, offset, length, fill if kind == "write" else "", seed)),
+    st.sampled_from(MTD_KINDS), _offsets, _offsets, st.sampled_from(FILLS), _offsets)
+
+
+def _edited_log(data: st.DataObject, head: str, lines: st.SearchStrategy[str]) -> str:
+    """A valid log with up to four edits: a word replaced, inserted or removed."""
+    log = [head.split(), *(line.split() for line in data.draw(st.lists(lines, max_size=5)))]
+    for _ in range(data.draw(st.integers(0, 4))):
+        words = log[data.draw(st.integers(0, len(log) - 1))]
+        at = data.draw(st.integers(0, len(words)))
+        edit = data.draw(st.sampled_from(["replace", "insert", "remove"]))
+        if edit != "insert" and at < len(words):
+            del words[at]
+        if edit != "remove":
+            words.insert(at, data.draw(_log_words))
+    return "\n".join(" ".join(words) for words in log)
+
+
+@FUZZ
+@given(st.data())
+def test_an_edited_fsxops_log_parses_or_is_one_line(data: st.DataObject) -> None:
+    text = _edited_log(data, FSYNC_NOTE, _fsx_lines)
+    try:
+        parse_fsxops(text, "x.fsxops")
+    except FsxopsError as exc:
+        assert str(exc).startswith("x.fsxops") and "\n" not in str(exc), (text, exc)
+
+
+@FUZZ
+@given(st.data())
+def test_an_edited_mtdops_log_parses_or_is_one_line(data: st.DataObject) -> None:
+    text = _edited_log(data, "# device: d size=0x100000 erasesize=0x4000", _mtd_lines)
+    try:
+        log = parse_mtdops(text)
+    except MTDOpsError as exc:
+        assert str(exc) and "\n" not in str(exc), (text, exc)
+        return
+    assert MTDLog.from_data(log.to_data()) == log     # what an xdist worker gets of it
