@@ -30,6 +30,7 @@ from pytest_folio.fsx.log import (
 )
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
+from pytest_folio.params import default_erasesizes
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.capabilities import lacking_line, offered
 from pytest_folio.targets.fs import FsOracle, FsTarget, resolve_fs_oracle, resolve_fs_target
@@ -112,6 +113,23 @@ def _check_reference_memory(s: FolioSettings) -> None:
         raise pytest.UsageError(f"{s.source('--folio-mtd-size')}: {exc}") from None
 
 
+def _check_replay_geometry(s: FolioSettings, log: MTDLog) -> None:
+    """A log recorded on a device of a size, or eraseblocks, no test of the run has would
+    skip (or fail) every test: one line naming the option instead. The tests at other
+    erasesizes than the log's skip (see the MTD fsx suite)."""
+    if log.size is not None and log.size != s.mtd_size:
+        raise MTDOpsError(f"recorded on a {format_size(log.size)} device, "
+                          f"{s.source('--folio-mtd-size')} is {format_size(s.mtd_size)} "
+                          f"(replay it with --folio-mtd-size={format_size(log.size)})")
+    erasesizes = s.erasesizes or sorted({e for order in s.orders for e in default_erasesizes(
+        order, s.erasesize, s.mtd_size)})
+    if log.erasesize is not None and log.erasesize not in erasesizes:
+        raise MTDOpsError(f"recorded in {format_size(log.erasesize)} eraseblocks, no test "
+                          f"of this run has them ({s.source('--folio-erasesizes')}: "
+                          f"{','.join(map(format_size, erasesizes))}; replay it with "
+                          f"--folio-erasesizes={format_size(log.erasesize)})")
+
+
 @dataclasses.dataclass(frozen=True)
 class FolioSession:
     """The run's settings and everything resolved from them, the same on every worker."""
@@ -157,6 +175,8 @@ class FolioSession:
                        else parse_mtdops(_read(s.mtd_replay, MTDOpsError)))
                 logs["mtd_replay"] = log.to_data()
                 mtd_replay = (str(s.mtd_replay), log)
+                if decided is None and mtd.kind != "path":
+                    _check_replay_geometry(s, log)
         except MTDOpsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-mtd-replay')}: {exc}") from None
         try:

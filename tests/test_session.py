@@ -35,7 +35,7 @@ def test_a_worker_reads_the_replayed_logs_the_controller_read(tmp_path: Path) ->
 def test_a_worker_gets_the_logs_parsed_not_their_text(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     mtdops, fsxops = tmp_path / "run.mtdops", tmp_path / "run.fsxops"
-    mtdops.write_text("# device: x size=0x100000 erasesize=0x4000 writesize=1\n"
+    mtdops.write_text("# device: x size=0x100000 erasesize=0x1000 writesize=1\n"
                       "write 0x0 0x1000 rand 1\nerase 0x0 0x4000\nsync\n")
     fsxops.write_text(f"{FSYNC_NOTE}\nwrite 0x0 0x100 0x0 close_open\ncopy_range 0 1 9 0x100\n"
                       "fsync 0 0 0x100\n")

@@ -20,6 +20,7 @@ from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure
 from pytest_folio.mtdtests.report import explain, shrink
 from pytest_folio.session import rerun_command, settings
+from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import _MTDSuite, folio_order_of, require_destructive, run_seed
 from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.targets.protocols import MTDDevice, Reopenable
@@ -145,9 +146,16 @@ class MTDFsxSuite(_MTDSuite):
     def _run_fsx(self, request: pytest.FixtureRequest, tmp_path: Path, mtd_device: MTDDevice,
                  layout: Layout, fsx: MTDFsx) -> None:
         replay = mtd_replay(request.config)
+        opener = mtd_opener(request)
         try:
             if replay is not None:
                 path, log = replay
+                if (opener is not None and opener.several_erasesizes
+                        and log.erasesize not in (None, layout.erasesize)):
+                    pytest.skip(f"--folio-mtd-replay {path}: recorded in "
+                                f"{format_size(log.erasesize)} eraseblocks, this test's are "
+                                f"{format_size(layout.erasesize)} (--folio-erasesizes="
+                                f"{format_size(log.erasesize)} runs only the log's)")
                 if (log.size, log.erasesize) not in ((None, None), (layout.size,
                                                                     layout.erasesize)):
                     pytest.fail(f"--folio-mtd-replay {path}: recorded on a device of "

@@ -249,3 +249,20 @@ def test_the_mtd_oracle_is_the_reference_for_a_users_device_unless_none(
         tmp_path: Path, args: list[str], oracle: str) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--co", *args)
     assert f"folio: mtd oracle {oracle}\n" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_replayed_log_runs_at_its_erasesize_and_the_others_skip_naming_it(
+        tmp_path: Path) -> None:
+    log = tmp_path / "run.mtdops"
+    log.write_text(format_mtdops([Op("erase", 0, 1 << 20), Op("write", 0, 1 << 15, "rand", 1),
+                                  Op("read", 0, 1 << 15)], RamMTD(size=1 << 20, erasesize=16384)))
+    # the default erasesizes of 16K folios: 4K, 16K and 128K; decided on the controller
+    proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs",
+                   "pytest_folio.suites.test_mtd_fsx", "-k", "test_mtd_fsx and not hypothesis",
+                   "--folio-mtd-size=1M", "--folio-orders=2", f"--folio-mtd-replay={log}",
+                   "-n", "2", "-rs")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"\b1 passed, 2 skipped\b", proc.stdout), proc.stdout[-3000:]
+    assert proc.stdout.count(f"--folio-mtd-replay {log}: recorded in 16K eraseblocks, this "
+                             "test's are ") == 2, proc.stdout[-3000:]
+    assert "(--folio-erasesizes=16K runs only the log's)" in proc.stdout
