@@ -27,6 +27,7 @@ from pytest_folio.fsx.log import (
     entries_from_data,
     entries_to_data,
     parse_fsxops,
+    recorded_by,
 )
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
@@ -141,6 +142,8 @@ class FolioSession:
     fs_oracle: FsOracle | None = None
     mtd_replay: tuple[str, MTDLog] | None = None           # the log's path, its operations
     fsx_replay: tuple[Path, list[LogEntry]] | None = None
+    # the test that recorded the fsx log and its replay flags (fsx.log.recorded_by)
+    fsx_recorded_by: tuple[str, str] | None = None
     # the logs' operations as primitive data, handed to xdist workers (see decisions())
     _logs: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     # the controller's header lines: the optional calls a factory's target lacks
@@ -168,7 +171,7 @@ class FolioSession:
             if "reference" in (mtd.kind, mtd_oracle and mtd_oracle.kind):
                 _check_reference_memory(s)
         logs: dict[str, Any] = dict(given.get("logs", {}))
-        mtd_replay = fsx_replay = None
+        mtd_replay = fsx_replay = fsx_recorded_by = None
         try:
             if s.mtd_replay is not None:
                 log = (MTDLog.from_data(logs["mtd_replay"]) if "mtd_replay" in logs
@@ -181,14 +184,17 @@ class FolioSession:
             raise pytest.UsageError(f"{s.source('--folio-mtd-replay')}: {exc}") from None
         try:
             if s.fsx_replay is not None:
-                entries = (entries_from_data(logs["fsx_replay"]) if "fsx_replay" in logs
-                           else parse_fsxops(_read(s.fsx_replay, FsxopsError),
-                                             str(s.fsx_replay)))
-                logs["fsx_replay"] = entries_to_data(entries)
-                fsx_replay = (s.fsx_replay.resolve(), entries)
+                if "fsx_replay" not in logs:
+                    text = _read(s.fsx_replay, FsxopsError)
+                    logs["fsx_replay"] = entries_to_data(parse_fsxops(text, str(s.fsx_replay)))
+                    logs["fsx_recorded_by"] = recorded_by(text)
+                fsx_replay = (s.fsx_replay.resolve(), entries_from_data(logs["fsx_replay"]))
+                origin = logs["fsx_recorded_by"]
+                fsx_recorded_by = None if origin is None else (origin[0], origin[1])
         except FsxopsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
-        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, logs, header)
+        return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, fsx_recorded_by,
+                   logs, header)
 
     def decisions(self) -> dict[str, Any]:
         """What a worker needs to resolve the same session: primitive data only."""

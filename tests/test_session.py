@@ -9,7 +9,7 @@ import execnet
 import pytest
 
 import pytest_folio.session as session_module
-from pytest_folio.fsx.log import FSYNC_NOTE, LogEntry
+from pytest_folio.fsx.log import FSYNC_NOTE, LogEntry, recorded_note
 from pytest_folio.options import FolioSettings
 from pytest_folio.session import FolioSession
 
@@ -37,8 +37,8 @@ def test_a_worker_gets_the_logs_parsed_not_their_text(tmp_path: Path,
     mtdops, fsxops = tmp_path / "run.mtdops", tmp_path / "run.fsxops"
     mtdops.write_text("# device: x size=0x100000 erasesize=0x1000 writesize=1\n"
                       "write 0x0 0x1000 rand 1\nerase 0x0 0x4000\nsync\n")
-    fsxops.write_text(f"{FSYNC_NOTE}\nwrite 0x0 0x100 0x0 close_open\ncopy_range 0 1 9 0x100\n"
-                      "fsync 0 0 0x100\n")
+    fsxops.write_text(f"{FSYNC_NOTE}\n{recorded_note('t.py::test_x', '-r 4096')}\n"
+                      "write 0x0 0x100 0x0 close_open\ncopy_range 0 1 9 0x100\nfsync 0 0 0x100\n")
     controller = FolioSession.resolve(
         dataclasses.replace(SETTINGS, mtd_replay=mtdops, fsx_replay=fsxops))
     # what xdist sends a worker: execnet's serializer takes primitive data only
@@ -52,6 +52,7 @@ def test_a_worker_gets_the_logs_parsed_not_their_text(tmp_path: Path,
     worker = FolioSession.resolve(controller.settings, decisions)
     assert worker.mtd_replay == controller.mtd_replay
     assert worker.fsx_replay == controller.fsx_replay
+    assert worker.fsx_recorded_by == controller.fsx_recorded_by == ("t.py::test_x", "-r 4096")
     assert worker.fsx_replay is not None
     assert [type(e) for e in worker.fsx_replay[1]] == [LogEntry] * 3
 

@@ -21,10 +21,10 @@ def _saved_line(ops: Path) -> str:
     return f'Log of operations saved to "{ops}"; replay with --replay-ops'
 
 
-def record_fsxops(base: Path, log: Sequence[LogEntry]) -> str:
+def record_fsxops(base: Path, log: Sequence[LogEntry], note: str = "") -> str:
     """fsx --record-ops: keep the log of a passing run too; the line to print."""
     base.parent.mkdir(parents=True, exist_ok=True)
-    return _saved_line(write_fsxops(f"{base}.fsxops", log))
+    return _saved_line(write_fsxops(f"{base}.fsxops", log, note=note))
 
 
 def read_target_file(fs: FileSystem, path: str) -> bytes | None:
@@ -43,13 +43,14 @@ def read_target_file(fs: FileSystem, path: str) -> bytes | None:
 
 def save_failure(base: Path, log: Sequence[LogEntry], badoff: int, good: bytes,
                  held: bytes | None, fname: str, prt: Callable[[str], None],
-                 lines: list[str]) -> dict[str, Path]:
+                 lines: list[str], note: str = "") -> dict[str, Path]:
     """fsx's save_buffer()/report_failure() files: the operation log with the entries
     that touched ``badoff`` starred, what the file should hold (``good``), a copy of
     what it held (``held``, when it could be read), and the report ``lines`` so far
-    (``prt`` appends to them) as ``.fsxlog``. Returns the paths by kind."""
+    (``prt`` appends to them) as ``.fsxlog``; ``note`` is the log's comment line.
+    Returns the paths by kind."""
     base.parent.mkdir(parents=True, exist_ok=True)
-    ops = write_fsxops(f"{base}.fsxops", log, badoff)
+    ops = write_fsxops(f"{base}.fsxops", log, badoff, note)
     prt(_saved_line(ops))
     good_path = write_file(f"{base}.fsxgood", good)
     prt("Correct content saved for comparison")

@@ -138,3 +138,19 @@ def parse_fsx_args(args: str | Sequence[str], base: FsxOptions | None = None) ->
         else:
             changes[_OFF_FLAGS[letter]] = False
     return (base or FsxOptions()).replace(**changes)
+
+
+# What changes how a replayed operation runs: the alignment and the operations turned off
+# (the other flags choose random operations, or add checks).
+_REPLAY_VALUE_FLAGS = ("r", "t", "w")
+_REPLAY_OFF_FLAGS = ("R", "W", "F", "K", "H", "z", "C", "I", "E", "Y")
+
+
+def replay_flags(options: FsxOptions) -> str:
+    """The fsx flags, of those that change what a replayed log does, that ``options``
+    sets away from fsx's defaults (``"-r 4096 -t 4096 -w 4096"``; ``""`` for none)."""
+    default = FsxOptions()
+    words = [f"-{flag} {getattr(options, _VALUE_FLAGS[flag])}" for flag in _REPLAY_VALUE_FLAGS
+             if getattr(options, _VALUE_FLAGS[flag]) != getattr(default, _VALUE_FLAGS[flag])]
+    words += [f"-{flag}" for flag in _REPLAY_OFF_FLAGS if not getattr(options, _OFF_FLAGS[flag])]
+    return " ".join(words)

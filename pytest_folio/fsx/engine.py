@@ -236,7 +236,7 @@ class FsxEngine(FsxOperations):
             self._cpu = self._cpu or time.process_time() - began_cpu
             self.close()
         if self.record and self.artifacts is not None:
-            self.prt(record_fsxops(self.artifacts, self.log))
+            self.prt(record_fsxops(self.artifacts, self.log, self.note))
         return self.result()
 
     def _replay(self, entries: Sequence[LogEntry]) -> None:

@@ -69,6 +69,28 @@ _FLAG_WORDS = {"keep_size": FL_KEEP_SIZE, "close_open": FL_CLOSE_OPEN, "unshare"
 # "skip fsync" lines under it as fsyncs.
 FSYNC_NOTE = ("# pytest-folio: 'skip fsync' lines are fsyncs (xfstests' fsx replays fsync "
               "only with -i)")
+# A log of ours names, in a comment line, the test that recorded it and the fsx flags it
+# ran with that change what a replayed operation does (fsx.config.replay_flags): a
+# replay in a test of other flags would not do what the log did.
+_RECORDED_RE = re.compile(r"^# pytest-folio: recorded by (?P<test>.+) with fsx options "
+                          r"'(?P<flags>[^']*)'$")
+
+
+def recorded_note(test: str, flags: str) -> str:
+    """The comment line naming the test that recorded a log and its replay flags."""
+    return f"# pytest-folio: recorded by {test} with fsx options '{flags}'"
+
+
+def recorded_by(text: str) -> tuple[str, str] | None:
+    """The test that recorded a log and its flags, from its :func:`recorded_note` line
+    (None for a log without one: the real fsx's, or written by hand)."""
+    for line in text.splitlines():
+        match = _RECORDED_RE.match(line.strip())
+        if match:
+            return match.group("test"), match.group("flags")
+    return None
+
+
 # A replayed operation may reach at most this far into the file: the model holds the
 # whole file (and fsx's data pattern) in memory, as fsx's good_buf does.
 MAX_REPLAY_FILE_LEN = 1 << 30
@@ -196,16 +218,17 @@ def fsxops_line(entry: LogEntry, badoff: int = -1) -> str:
     return " ".join(words)
 
 
-def format_fsxops(entries: Iterable[LogEntry], badoff: int = -1) -> str:
-    return FSYNC_NOTE + "\n" + "".join(fsxops_line(entry, badoff) + "\n"
-                                       for entry in entries)
+def format_fsxops(entries: Iterable[LogEntry], badoff: int = -1, note: str = "") -> str:
+    """The ``.fsxops`` text; ``note``, a comment line, goes under the first."""
+    head = FSYNC_NOTE + "\n" + (note + "\n" if note else "")
+    return head + "".join(fsxops_line(entry, badoff) + "\n" for entry in entries)
 
 
 def write_fsxops(path: str | os.PathLike[str], entries: Iterable[LogEntry],
-                 badoff: int = -1) -> Path:
+                 badoff: int = -1, note: str = "") -> Path:
     """Write the log atomically (a reader never sees half a file, a planted symlink is
     replaced, not followed) and return its path."""
-    return write_file(path, format_fsxops(entries, badoff))
+    return write_file(path, format_fsxops(entries, badoff, note))
 
 
 _OCTAL = re.compile(r"^0[0-7]+$")

@@ -72,13 +72,14 @@ class FsxState:
     def __init__(self, fs: AnyFileSystem, options: FsxOptions | None = None, *,
                  path: str = "fsx.dat", fname: str | None = None,
                  artifacts: str | os.PathLike[str] | None = None, record: bool = False,
-                 echo: Callable[[str], None] | None = None) -> None:
+                 echo: Callable[[str], None] | None = None, note: str = "") -> None:
         self.fs = fs
         self.opts = options or FsxOptions()
         self.path = path
         self.fname = fname or path
         self.artifacts = Path(artifacts) if artifacts is not None else None
         self.record = record
+        self.note = note    # a comment line for the .fsxops files (log.recorded_note)
         self.echo = echo
         self.lines: list[str] = []
         self.log: list[LogEntry] = []
@@ -286,7 +287,8 @@ class FsxState:
             if self.artifacts is not None:
                 artifacts = save_failure(
                     self.artifacts, self.log, self.badoff, self.model.contents(),
-                    read_target_file(self.fs, self.path), self.fname, self.prt, self.lines)
+                    read_target_file(self.fs, self.path), self.fname, self.prt, self.lines,
+                    self.note)
         raise FsxFailure(summary, status=status, badoff=badoff,
                          report="\n".join(self.lines), artifacts=artifacts)
 
