@@ -53,6 +53,7 @@ def _essential_commands() -> list[Path]:
             and Path(f).is_file()]
 
 
+@pytest.mark.slow   # a whole pytest -n 2 over the tool users' files
 def test_tests_needing_absent_tools_skip_on_a_bare_machine(tmp_path: Path) -> None:
     bare = tmp_path / "bin"     # a fresh machine's PATH: no make, cc, flex, ssh, git, qemu
     bare.mkdir()

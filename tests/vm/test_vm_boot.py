@@ -63,6 +63,7 @@ def leftover_qemus() -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 @pytest.mark.vm_boot
 @pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 def test_real_boot_runs_pytest_in_the_kernel(tmp_path: Path) -> None:

@@ -149,6 +149,7 @@ def test_the_suite_skips_outside_the_vm() -> None:
     assert re.search(r"\b4 skipped\b", proc.stdout), proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.vm_boot
 @pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 def test_real_power_cut_keeps_what_the_kernel_synced(tmp_path: Path) -> None:
