@@ -70,6 +70,7 @@ class ModuleTree:
         self.root = root
         self.release = release
         self._index: dict[str, Path] | None = None
+        self._aliases: dict[str, list[str]] | None = None
         builtin = root / "modules.builtin"
         self.builtin = ({module_name(Path(line).name) for line in
                          builtin.read_text().split()} if builtin.is_file() else set())
@@ -109,8 +110,41 @@ class ModuleTree:
                               f"not {self.release}")
             for dep in filter(None, info.get("depends", "").split(",")):
                 visit(dep.replace("-", "_"), name)
+            for dep in self.soft_pre(info.get("softdep", "")):
+                visit(dep, name)
             order.append((name, data))
 
         for name in wanted:
             visit(name, None)
         return order
+
+    def soft_pre(self, softdep: str) -> list[str]:
+        """The modules a ``softdep=pre: ...`` asks to be loaded first, where the tree has
+        them (by name, else by alias; a generic implementation before a CPU-specific one,
+        which may refuse the guest's CPU). Without modprobe in the guest nobody else loads
+        them: libcrc32c (xfs, on 6.1) fails its init without a crc32c algorithm."""
+        words = softdep.split()
+        pre = words[words.index("pre:") + 1:] if "pre:" in words else []
+        pre = pre[:pre.index("post:")] if "post:" in pre else pre
+        found = []
+        for want in pre:
+            name = module_name(want)
+            if name in self.builtin or name in self.index():
+                found.append(name)
+                continue
+            providers = sorted(self.aliases().get(want, []),
+                               key=lambda m: not m.endswith("_generic"))
+            found += [m for m in providers if m in self.index()][:1]
+        return found
+
+    def aliases(self) -> dict[str, list[str]]:
+        """modules.alias's plain aliases (no wildcards): alias -> module names."""
+        if self._aliases is None:
+            self._aliases = {}
+            path = self.root / "modules.alias"
+            lines = path.read_text().splitlines() if path.is_file() else []
+            for line in lines:
+                words = line.split()
+                if len(words) == 3 and words[0] == "alias" and "*" not in words[1]:
+                    self._aliases.setdefault(words[1], []).append(module_name(words[2]))
+        return self._aliases

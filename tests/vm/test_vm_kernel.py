@@ -471,3 +471,23 @@ def test_host_without_a_debian_archive_is_one_line(tmp_path: Path) -> None:
 def test_bad_suite_names_are_refused(suite: str) -> None:
     with pytest.raises(ValueError, match="not a Debian suite name"):
         check_suite(suite)
+
+
+def test_a_softdep_loads_the_generic_algorithm_first(tmp_path: Path) -> None:
+    # libcrc32c (xfs's, on 6.1) asks for crc32c by alias; without modprobe in the guest
+    # its init fails unless the runner loads a provider first
+    libcrc32c = elf64({".text": b"\xc3", ".modinfo": b"license=GPL\0depends=\0softdep=pre: "
+                       b"crc32c\0vermagic=6.1.0-test SMP mod_unload \0"})
+    mods = {"kernel/lib/libcrc32c.ko": libcrc32c, "kernel/fs/xfs/xfs.ko": module("libcrc32c"),
+            "kernel/arch/x86/crypto/crc32c-intel.ko": module(),
+            "kernel/crypto/crc32c_generic.ko": module()}
+    root = kernel_tree(tmp_path, modules=mods) / "lib/modules/6.1.0-test"
+    (root / "modules.alias").write_text(
+        "alias crypto-crc32c crc32c_intel\nalias crc32c crc32c_intel\n"
+        "alias crc32c crc32c_generic\nalias pci:v*d* virtio_pci\n")
+    tree = ModuleTree(root, "6.1.0-test")
+    assert [name for name, _ in tree.load_order(["xfs"])] == [
+        "crc32c_generic", "libcrc32c", "xfs"]
+    assert tree.soft_pre("pre: crypto-crc32c post: libcrc32c") == ["crc32c_intel"]
+    assert tree.soft_pre("pre: libcrc32c nothing_like_it") == ["libcrc32c"]
+    assert tree.soft_pre("post: crc32c") == []
