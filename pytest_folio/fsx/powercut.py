@@ -179,14 +179,15 @@ class FsPowerCutFailure(AssertionError):
 
 
 class FsPowerCutRun:
-    """Applies a run's operations to ``fs`` and checks each cut."""
+    """Applies a run's operations to ``fs`` and checks each cut. With ``fs`` None the
+    operations only move the states: the replay that checks, after a real power cut,
+    what another run (another boot) did."""
 
-    def __init__(self, fs: FileSystem) -> None:
-        if not isinstance(fs, PowerCut):
-            raise TypeError(f"{type(fs).__name__} has no power_cut()")
+    def __init__(self, fs: FileSystem | None, unit: int | None = None) -> None:
         self.fs = fs
-        self.unit = power_cut_unit(fs)
+        self.unit = unit if unit is not None else power_cut_unit(fs)
         self.files: list[FileStates] = []
+        self.assigned: dict[str, FileStates] = {}    # by the last match that passed
         self.cuts = 0
 
     def named(self, name: str) -> FileStates | None:
@@ -198,7 +199,7 @@ class FsPowerCutRun:
         if f is None:
             f = FileStates(name, b"", how, durable=False)
             self.files.append(f)
-        if f.fd is None:
+        if f.fd is None and self.fs is not None:
             f.fd = self.fs.open(name, os.O_RDWR | os.O_CREAT)
         return f
 
@@ -220,33 +221,28 @@ class FsPowerCutRun:
 
     def step(self, op: FsOp, how: str) -> None:
         fs = self.fs
-        if op.kind == "write":
+        if op.kind in ("write", "truncate", "fsync"):
             f = self.opened(op.name, how)
-            data = data_of(op)
-            assert f.fd is not None
-            written = fs.pwrite(f.fd, data, op.offset)
-            if written != len(data):
-                raise OSError(0, f"short write: {written} of {len(data)} bytes")
-            if len(f.now) < op.offset:
-                f.now += bytes(op.offset - len(f.now))
-            f.now[op.offset:op.offset + len(data)] = data
+            if fs is not None:
+                assert f.fd is not None
+                self.call(fs, f.fd, op)
+            if op.kind == "fsync":
+                f.fsynced(how)
+                return
+            if op.kind == "write":
+                data = data_of(op)
+                if len(f.now) < op.offset:
+                    f.now += bytes(op.offset - len(f.now))
+                f.now[op.offset:op.offset + len(data)] = data
+            else:
+                f.now = (f.now + bytes(max(0, op.offset - len(f.now))))[:op.offset]
             f.changed(how)
-        elif op.kind == "truncate":
-            f = self.opened(op.name, how)
-            assert f.fd is not None
-            fs.ftruncate(f.fd, op.offset)
-            f.now = (f.now + bytes(max(0, op.offset - len(f.now))))[:op.offset]
-            f.changed(how)
-        elif op.kind == "fsync":
-            f = self.opened(op.name, how)
-            assert f.fd is not None
-            fs.fsync(f.fd)
-            f.fsynced(how)
         elif op.kind == "rename":
             moved = self.named(op.name)
             if moved is None or op.to == op.name:
                 return                  # nothing of that name now: the op does nothing
-            fs.rename(op.name, op.to)
+            if fs is not None:
+                fs.rename(op.name, op.to)
             replaced = self.named(op.to)
             if replaced is not None:
                 replaced.name = None
@@ -254,22 +250,30 @@ class FsPowerCutRun:
             moved.name = op.to
             moved.names.append(op.to)       # found under the old name or the new
         elif op.kind == "cut":
+            if not isinstance(fs, PowerCut):
+                raise TypeError(f"{type(fs).__name__} has no power_cut()")
             fs.power_cut()
             self.after_cut(how)
             self.cuts += 1
         else:
             raise ValueError(f"a power-cut run has no {op.kind!r} operation")
 
+    @staticmethod
+    def call(fs: FileSystem, fd: int, op: FsOp) -> None:
+        """The file system's side of a write, truncate or fsync."""
+        if op.kind == "write":
+            data = data_of(op)
+            written = fs.pwrite(fd, data, op.offset)
+            if written != len(data):
+                raise OSError(0, f"short write: {written} of {len(data)} bytes")
+        elif op.kind == "truncate":
+            fs.ftruncate(fd, op.offset)
+        else:
+            fs.fsync(fd)
+
     def after_cut(self, how: str) -> None:
-        fs = self.fs
-        found: dict[str, bytes] = {}
-        for name in sorted(fs.listdir("")):
-            fd = fs.open(name, os.O_RDONLY)
-            try:
-                size = fs.fstat(fd).st_size
-                found[name] = fs.pread(fd, size, 0) if size else b""
-            finally:
-                fs.close(fd)
+        assert self.fs is not None
+        found = read_files(self.fs)
         problem = self.match(found)
         if problem is not None:
             raise FsPowerCutFailure(problem, [], 0)
@@ -279,7 +283,8 @@ class FsPowerCutRun:
 
     def match(self, found: dict[str, bytes]) -> str | None:
         """None when each name found can be given a file (each file once, every file
-        that must survive given one) whose state the rules allow; else what is wrong."""
+        that must survive given one) whose state the rules allow (``assigned`` then says
+        which); else what is wrong."""
         problems: dict[tuple[str, int], str | None] = {}
         for name, data in found.items():
             for k, f in enumerate(self.files):
@@ -288,13 +293,19 @@ class FsPowerCutRun:
         names = list(found)
         required = {k for k, f in enumerate(self.files) if f.durable}
 
-        def assign(i: int, used: frozenset[int]) -> bool:
+        def assign(i: int, used: frozenset[int]) -> list[int] | None:
             if i == len(names):
-                return required <= used
-            return any(assign(i + 1, used | {k}) for (name, k), problem in problems.items()
-                       if name == names[i] and problem is None and k not in used)
+                return [] if required <= used else None
+            for (name, k), problem in problems.items():
+                if name == names[i] and problem is None and k not in used:
+                    rest = assign(i + 1, used | {k})
+                    if rest is not None:
+                        return [k, *rest]
+            return None
 
-        if assign(0, frozenset()):
+        chosen = assign(0, frozenset())
+        if chosen is not None:
+            self.assigned = {name: self.files[k] for name, k in zip(names, chosen, strict=True)}
             return None
         listing = ", ".join(names) or "nothing"
         for name in names:
@@ -312,3 +323,16 @@ class FsPowerCutRun:
                         f"({f.versions[0].how}) is missing")
         return (f"the directory holds {listing}: no way to give each name one file whose "
                 "state is allowed (one file under two names?)")
+
+
+def read_files(fs: FileSystem) -> dict[str, bytes]:
+    """Every file at the top of ``fs`` and its bytes: what a power cut left."""
+    found: dict[str, bytes] = {}
+    for name in sorted(fs.listdir("")):
+        fd = fs.open(name, os.O_RDONLY)
+        try:
+            size = fs.fstat(fd).st_size
+            found[name] = fs.pread(fd, size, 0) if size else b""
+        finally:
+            fs.close(fd)
+    return found
