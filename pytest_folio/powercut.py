@@ -1,14 +1,25 @@
 """What the power-cut suites share (the MTD runs in :mod:`.mtdtests.powercut`, the file
 runs in :mod:`.fsx.powercut`): a failing run shrunk to the fewest operations before its
-cut that still fail, and the report that shows it."""
+cut that still fail, and the report that shows it; and, for ``vm --power-cut``, the
+guest's side of the handshake (which boot this is, and the cut asked of the host)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pytest_folio.shrink import ddmin
+from pytest_folio.vmabi import CUT_MARK, MARK, PHASES, POWERCUT_ENV
+
+CUT_WAIT = 600.0     # how long a cut boot waits to be killed before it fails
+NOT_IN_VM = ("the kernel power cut runs in the VM over two boots: "
+             "python -m pytest_folio vm --power-cut")
 
 T = TypeVar("T")
 
@@ -38,3 +49,48 @@ def cut_report(what: str, summary: str, ops: Sequence[T],
     if len(kept) > 60:
         lines.append(f"  ... {len(kept) - 60} more")
     return "\n".join(lines)
+
+
+def vm_phase() -> str | None:
+    """``vm --power-cut``'s boot this guest is in ("cut" or "check"), None outside it."""
+    phase = os.environ.get(POWERCUT_ENV, "")
+    if os.environ.get("PYTEST_FOLIO_VM") != "1" or phase not in PHASES:
+        return None
+    return phase
+
+
+def announce_cut(text: str, console: str = "/dev/console") -> None:
+    """Tell the host to cut the power now (one MARK line on the console), then wait for
+    it; raise when it never comes (the test was run outside ``vm --power-cut``)."""
+    fd = os.open(console, os.O_WRONLY | os.O_NOCTTY)
+    try:
+        os.write(fd, f"\n{MARK} {CUT_MARK} {text}\n".encode())
+    finally:
+        os.close(fd)
+    time.sleep(CUT_WAIT)
+    raise AssertionError(f"the power was not cut within {CUT_WAIT:g} s of asking")
+
+
+def write_cut_log(path: Path, log: dict[str, Any]) -> None:
+    """The cut boot's log of what it did, on the disk before the host is asked to cut."""
+    with path.open("w") as f:
+        json.dump(log, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_cut_log(path: Path) -> dict[str, Any] | None:
+    """The cut boot's log, None when it wrote none."""
+    if not path.is_file():
+        return None
+    log: dict[str, Any] = json.loads(path.read_text())
+    return log
+
+
+@dataclasses.dataclass
+class CheckResult:
+    """What one device or file system held after a cut: the first state not allowed
+    (None when every state is allowed) and what it read as, for the report."""
+
+    problem: str | None
+    summary: str

@@ -1,8 +1,13 @@
 """What the VM runner's host and guest both name: the console marker the guest's lines
-start with and the guest's directories. A module of its own at the bottom, so guest-side
-code below the suites (:mod:`pytest_folio.mtdtests.kernel_powercut`) shares the names
-with the runner without importing it."""
+start with, the guest's directories and ``vm --power-cut``'s phases. A module of its own
+at the bottom, so guest-side code below the suites (the ``kernel_powercut`` modules of
+:mod:`pytest_folio.mtdtests` and :mod:`pytest_folio.fsx`) shares the names with the
+runner without importing it."""
 
 MARK = "@@folio-vm"
 GUEST_RUN = "/run/folio"  # everything the guest writes lives under here
 GUEST_OUT = f"{GUEST_RUN}/out"  # the writable share: results travel back through it
+
+POWERCUT_ENV = "PYTEST_FOLIO_POWERCUT"  # vm --power-cut: "cut" in the first boot, "check" next
+PHASES = ("cut", "check")
+CUT_MARK = "powercut"                   # the console line the host kills qemu on

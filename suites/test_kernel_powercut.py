@@ -19,23 +19,17 @@ import pytest
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.kernel_modules import kernel_mtd_devices
-from pytest_folio.mtdtests.kernel_powercut import (
-    PHASES,
-    POWERCUT_ENV,
-    announce_cut,
-    check_after_cut,
-    run_until_cut,
-)
+from pytest_folio.mtdtests.kernel_powercut import check_after_cut, run_until_cut
+from pytest_folio.powercut import NOT_IN_VM, announce_cut, vm_phase
 from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import run_seed
 from pytest_folio.vmabi import GUEST_OUT
 
 
 def _phase() -> str:
-    phase = os.environ.get(POWERCUT_ENV, "")
-    if os.environ.get("PYTEST_FOLIO_VM") != "1" or phase not in PHASES:
-        pytest.skip("the kernel power cut runs in the VM over two boots: "
-                    "python -m pytest_folio vm --power-cut")
+    phase = vm_phase()
+    if phase is None:
+        pytest.skip(NOT_IN_VM)
     return phase
 
 

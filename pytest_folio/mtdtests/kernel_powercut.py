@@ -8,9 +8,6 @@ killed at the cut) is :mod:`pytest_folio.vm.powercut`; the suite is
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,16 +17,12 @@ from pytest_folio.mtdtests.kernel_modules import KernelDevice
 from pytest_folio.mtdtests.mtdops import Op, parse_op
 from pytest_folio.mtdtests.ops import Layout
 from pytest_folio.mtdtests.powercut import AllowedStates, apply_op, powercut_ops, region_size
+from pytest_folio.powercut import CheckResult, read_cut_log, write_cut_log
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import MTDChar, open_mtd_char
-from pytest_folio.vmabi import MARK
 
-POWERCUT_ENV = "PYTEST_FOLIO_POWERCUT"  # "cut" in the first boot, "check" in the second
-PHASES = ("cut", "check")
-CUT_MARK = "powercut"                   # the console line the host kills qemu on
 LOG_NAME = "powercut.json"
 ROUNDS = 4           # rounds of the suite's "writes" schedule, the cuts between left out
-CUT_WAIT = 600.0     # how long the cut boot waits to be killed before it fails
 
 
 def cut_ops(layout: Layout, seed: int) -> list[Op]:
@@ -68,41 +61,16 @@ def run_until_cut(devices: Sequence[KernelDevice], seed: int, out: Path) -> list
         devices_log[format_size(PAGE_SIZE << d.folio_order)] = {
             "path": d.path, "size": layout.size, "before": saved.name,
             "ops": [str(op) for op in ops]}
-    with (out / LOG_NAME).open("w") as f:
-        json.dump(log, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
+    write_cut_log(out / LOG_NAME, log)
     return opened
-
-
-def announce_cut(text: str, console: str = "/dev/console") -> None:
-    """Tell the host to cut the power now (one MARK line on the console), then wait for
-    it; raise when it never comes (the test was run outside ``vm --power-cut``)."""
-    fd = os.open(console, os.O_WRONLY | os.O_NOCTTY)
-    try:
-        os.write(fd, f"\n{MARK} {CUT_MARK} {text}\n".encode())
-    finally:
-        os.close(fd)
-    time.sleep(CUT_WAIT)
-    raise AssertionError(f"the power was not cut within {CUT_WAIT:g} s of asking")
-
-
-@dataclasses.dataclass
-class CheckResult:
-    """What one device read back after the cut: the first state not allowed (None when
-    every page is allowed) and what the pages read, for the report."""
-
-    problem: str | None
-    summary: str
 
 
 def check_after_cut(folio: str, device: KernelDevice, out: Path) -> CheckResult:
     """The check boot: replay the cut boot's log of the device with ``folio``-sized
     folios on the model and read the device back."""
-    log_path = out / LOG_NAME
-    if not log_path.is_file():
+    log = read_cut_log(out / LOG_NAME)
+    if log is None:
         raise MTDTestError(f"no {LOG_NAME} on the results share: the cut boot wrote no log")
-    log = json.loads(log_path.read_text())
     entry = log["devices"].get(folio)
     if entry is None:
         raise MTDTestError(f"the cut boot wrote no {folio} device (it had "

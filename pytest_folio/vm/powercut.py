@@ -1,4 +1,5 @@
-"""``vm --power-cut``: a power cut of the guest, checked on the kernel's block2mtd.
+"""``vm --power-cut``: a power cut of the guest, checked on the kernel's block2mtd or,
+with ``--fs xfs|ext4``, on a real file system.
 
 Two boots on the same disk images. The first (the *cut* boot) writes, erases and syncs
 the first eraseblocks of every block2mtd device from the run's seed (the operations of
@@ -10,7 +11,10 @@ had written to its virtual disks stays (qemu's ``cache=unsafe`` writes are in th
 host's page cache, which outlives qemu). The second (the *check* boot) replays the
 operations on :class:`~pytest_folio.mtdtests.powercut.AllowedStates` and reads every
 byte back: what was synced exactly, the rest old or new per page. This is the host's
-side; the guest's is :mod:`pytest_folio.mtdtests.kernel_powercut`.
+side; the guest's is :mod:`pytest_folio.mtdtests.kernel_powercut`. With ``--fs`` the same
+two boots run :mod:`pytest_folio.fsx.kernel_powercut` on the scratch file systems: the
+file-system power-cut suite's writes, truncates, renames and fsyncs, then, after the
+mount's log recovery, every name, size and page checked.
 """
 
 from __future__ import annotations
@@ -20,16 +24,24 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_folio.mtdtests.kernel_powercut import CUT_MARK, POWERCUT_ENV
 from pytest_folio.vm import VMError
 from pytest_folio.vm.guest import Console
 from pytest_folio.vm.initramfs import GuestJob, build_initramfs
 from pytest_folio.vm.qemu import Machine, qemu_command, run_guest
+from pytest_folio.vmabi import CUT_MARK, POWERCUT_ENV
 
 if TYPE_CHECKING:
     from pytest_folio.vm.runner import VMRun
 
 DEFAULT_ARGS = ["--pyargs", "pytest_folio.suites.test_kernel_powercut", "-rP"]
+# with --fs xfs|ext4: the scratch file systems' power cut instead of block2mtd's
+FS_DEFAULT_ARGS = ["--pyargs", "pytest_folio.suites.test_kernel_fs_powercut", "-rP"]
+
+
+def default_args(fs: str) -> list[str]:
+    """What ``vm --power-cut`` runs when given no pytest arguments: one cut per cycle,
+    of block2mtd, or with a scratch ``fs`` of that file system."""
+    return list(DEFAULT_ARGS if fs == "ramfs" else FS_DEFAULT_ARGS)
 
 
 def cut_and_check(run: VMRun, qemu: str, machine: Machine, busybox: Path,

@@ -19,7 +19,7 @@ from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 from pytest_folio.vm.disks import FILE_SYSTEMS
-from pytest_folio.vm.powercut import DEFAULT_ARGS as POWERCUT_ARGS
+from pytest_folio.vm.powercut import default_args
 
 MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the devices' page cache
 
@@ -111,9 +111,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "and test_block2mtd_invalidate_race_interleaved races both")
     parser.add_argument("--power-cut", action="store_true",
                         help="two boots on the same disks: the first writes to every "
-                             "block2mtd device and is killed (a power cut), the second "
-                             "checks every byte against what the cut may leave (pytest "
-                             "arguments default to pytest_folio.suites.test_kernel_powercut)")
+                             "block2mtd device (with --fs xfs|ext4: to every scratch file "
+                             "system) and is killed (a power cut), the second checks every "
+                             "byte against what the cut may leave (pytest arguments default "
+                             "to pytest_folio.suites.test_kernel_powercut, with --fs to "
+                             "test_kernel_fs_powercut)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -214,7 +216,7 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         pytest_args = pytest_args[1:]
     power_cut = bool(getattr(args, "power_cut", False))
     if power_cut and not pytest_args:
-        pytest_args = list(POWERCUT_ARGS)
+        pytest_args = default_args(args.fs)
     return VMOptions(
         kernel=kernel, suite=suite, modules=args.modules, mtd_size=args.mtd_size,
         erasesize=args.erasesize, fs=args.fs, mem_mib=args.mem, cpus=args.cpus,

@@ -25,6 +25,7 @@ from pytest_folio.mtdtests.kernel_powercut import (
     run_until_cut,
 )
 from pytest_folio.vm.qemu import run_guest
+from pytest_folio.vmabi import POWERCUT_ENV
 from tests.vm.test_vm_boot import MISSING, leftover_qemus
 from tests.vm.test_vm_qemu import script
 
@@ -137,16 +138,22 @@ def test_power_cut_defaults_to_the_kernel_power_cut_suite(
     assert seen["args"] == ["--pyargs", "pytest_folio.suites.test_kernel_powercut", "-rP"]
 
 
-def test_the_suite_skips_outside_the_vm() -> None:
+def outside_the_vm(module: str) -> str:
+    """pytest's output for the suite ``module`` run on the host, which must pass."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_FOLIO_VM",
-                                                            powercut.POWERCUT_ENV)}
+                                                            POWERCUT_ENV)}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
-         "--pyargs", "pytest_folio.suites.test_kernel_powercut", "-rs", "-q"],
+         "--pyargs", module, "-rs", "-q"],
         env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "python -m pytest_folio vm --power-cut" in proc.stdout
-    assert re.search(r"\b4 skipped\b", proc.stdout), proc.stdout
+    return proc.stdout
+
+
+def test_the_suite_skips_outside_the_vm() -> None:
+    out = outside_the_vm("pytest_folio.suites.test_kernel_powercut")
+    assert "python -m pytest_folio vm --power-cut" in out
+    assert re.search(r"\b4 skipped\b", out), out
 
 
 @pytest.mark.slow
