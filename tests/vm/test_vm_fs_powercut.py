@@ -162,6 +162,7 @@ def test_the_suite_skips_outside_the_vm() -> None:
 MKFS_XFS = shutil.which("mkfs.xfs", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 
 
+@pytest.mark.slow
 @pytest.mark.vm_boot
 @pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 @pytest.mark.skipif(MKFS_XFS is None, reason="mkfs.xfs not found (apt-get install xfsprogs)")
