@@ -3,6 +3,7 @@ module a file belongs to, the cache key, the failures that mean exit 125."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -117,6 +118,49 @@ def test_a_file_no_module_is_built_from_is_refused(tmp_path: Path) -> None:
     patch.write_text(PATCH)
     with pytest.raises(BuildError, match=r"block2mtd\.c is built into no module"):
         ModuleBuilder(src, tmp_path / "cache", lambda m: None).build([patch])
+
+
+FAKE_MAKE = """\
+#!/bin/sh
+for a; do case $a in M=*) dir=${a#M=};; esac; done
+echo "make in $dir"
+[ -e "$dir/fail" ] && { echo "$dir/block2mtd.c:1: error: it broke"; exit 2; }
+touch "$dir/block2mtd.ko"
+"""
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_patched_module_is_made_and_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                fails: bool) -> None:
+    """The steps in order, with a make(1) that makes a .ko or fails: the Kbuild names the
+    module, make runs in M=DIR, its .ko is installed; a failure names the error line."""
+    files = {"drivers/mtd/devices/block2mtd.c": "one\ntwo\nthree\n",
+             "drivers/mtd/devices/Makefile": "obj-$(CONFIG_MTD_BLOCK2MTD) += block2mtd.o\n"}
+    if fails:
+        files["drivers/mtd/devices/fail"] = ""
+    src = _source(tmp_path, files)
+    make = tmp_path / "bin" / "make"
+    make.parent.mkdir()
+    make.write_text(FAKE_MAKE)
+    make.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{make.parent}:{os.environ['PATH']}")
+    patch = tmp_path / "fix.patch"
+    patch.write_text(PATCH)
+    builder = ModuleBuilder(src, tmp_path / "cache", lambda m: None)
+    if fails:
+        with pytest.raises(BuildError, match=r"building drivers/mtd/devices for kernel "
+                                             r"6.1.0-test failed: .*error: it broke \(log: "):
+            builder.build([patch])
+        return
+    built = builder.build([patch])
+    assert list(built.modules) == ["block2mtd"] and not built.cached
+    assert built.mtd_tests is None and built.origin == "fix.patch"
+    log = built.log.read_text()
+    assert "patch -p1" in log and "M=" in log and "-j2 modules" in log
+    kbuild = built.log.parent / "src/drivers/mtd/devices/Kbuild"
+    assert kbuild.read_text() == "obj-m += block2mtd.o\n"
+    assert builder.build([patch]).cached
 
 
 def test_a_kernel_without_its_compiler_here_cannot_be_tested(tmp_path: Path) -> None:
