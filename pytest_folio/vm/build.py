@@ -182,77 +182,52 @@ class ModuleBuilder:
 
     def _build_in(self, work: Path, patches: list[Path], driver: Path | None,
                   mtd_tests: bool, out: TextIO, log: Path) -> None:
-        def sh(cmd: list[str], cwd: Path | None = None) -> int:
-            out.write(f"$ {' '.join(cmd)}\n")
-            out.flush()
-            env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
-            return subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env=env, check=False).returncode
-
-        touched: list[str] = []
-        for patch in patches:
-            touched += [f for f in touched_files(patch.read_text(errors="replace"))
-                        if f not in touched]
-        if patches and not touched:
-            raise BuildError(f"{patches[0].name} is not a unified diff (no +++ lines)")
-        dirs = sorted({str(Path(f).parent) for f in touched}
-                      | ({MTD_TESTS_DIR} if mtd_tests else set()))
-        src = work / "src"
-        if dirs:
-            tree = self.source.extract(dirs)
-            for d in dirs:
-                shutil.copytree(tree / d, src / d, symlinks=True)
-        for patch in patches:
-            if sh(["patch", "-p1", "--batch", "--forward", "-d", str(src), "-i",
-                   str(patch.resolve())]) != 0:
-                raise BuildError(f"{patch.name} does not apply to the source of kernel "
-                                 f"{self.source.release} {self.source.version} "
-                                 f"(log: {log})")
-        jobs: list[tuple[Path, list[str]]] = []  # (M= directory, extra make arguments)
-        by_dir: dict[str, list[tuple[str, list[str]]]] = {}
-        for file in touched:
-            d = str(Path(file).parent)
-            if not file.endswith(".c") or d == MTD_TESTS_DIR:
-                continue
-            makefile = next((src / d / n for n in ("Kbuild", "Makefile")
-                             if (src / d / n).is_file()), None)
-            found = module_of(makefile, Path(file).name) if makefile else None
-            if found is None:
-                raise BuildError(f"{file} is built into no module its directory's "
-                                 f"Makefile names, so it cannot be built out of tree "
-                                 f"(log: {log})")
-            by_dir.setdefault(d, []).append(found)
-        for d, mods in by_dir.items():
-            lines = [f"obj-m += {name}.o" for name in dict.fromkeys(n for n, _ in mods)]
-            lines += [f"{name}-objs := {' '.join(objs)}" for name, objs in mods
-                      if objs != [f"{name}.o"]]
-            (src / d / "Kbuild").write_text("\n".join(lines) + "\n")
-            jobs.append((src / d, []))
+        """The steps of building out of tree: copy the touched directories out of the
+        kernel's source, apply the patches, write a Kbuild for each changed module's
+        directory, ``make M=DIR modules`` each, and install the .ko files."""
+        tree = _Workspace(work, out, log)
+        touched = _touched_by(patches)
+        self._extract_sources(tree, touched, mtd_tests)
+        self._apply_patches(tree, patches)
+        jobs: list[tuple[Path, list[str]]] = [(d, []) for d in _write_kbuild(tree, touched)]
         if patches and not jobs and not mtd_tests:
             raise BuildError(f"{' '.join(p.name for p in patches)} changes no module's "
                              f".c file (log: {log})")
         if driver is not None:
-            jobs.append((self._driver_dir(driver, src / "driver"), []))
+            jobs.append((self._driver_dir(driver, tree.src / "driver"), []))
         if mtd_tests:
-            jobs.append((src / MTD_TESTS_DIR, ["CONFIG_MTD_TESTS=m"]))
+            jobs.append((tree.src / MTD_TESTS_DIR, ["CONFIG_MTD_TESTS=m"]))
+        self._make_modules(tree, jobs)
+        _install_modules(tree, [d for d, _ in jobs])
+
+    def _extract_sources(self, tree: _Workspace, touched: list[str], mtd_tests: bool) -> None:
+        """The directories of the touched files (and drivers/mtd/tests), from the
+        kernel's source into the work tree."""
+        dirs = sorted({str(Path(f).parent) for f in touched}
+                      | ({MTD_TESTS_DIR} if mtd_tests else set()))
+        if dirs:
+            source = self.source.extract(dirs)
+            for d in dirs:
+                shutil.copytree(source / d, tree.src / d, symlinks=True)
+
+    def _apply_patches(self, tree: _Workspace, patches: list[Path]) -> None:
+        for patch in patches:
+            if tree.sh(["patch", "-p1", "--batch", "--forward", "-d", str(tree.src), "-i",
+                        str(patch.resolve())]) != 0:
+                raise BuildError(f"{patch.name} does not apply to the source of kernel "
+                                 f"{self.source.release} {self.source.version} "
+                                 f"(log: {tree.log})")
+
+    def _make_modules(self, tree: _Workspace, jobs: list[tuple[Path, list[str]]]) -> None:
+        """``make -C HEADERS M=DIR modules`` for each (directory, extra arguments)."""
         for directory, extra in jobs:
-            self.progress(f"building {_describe(directory, src)} against "
-                          f"{self.source.release} with {self.source.compiler}")
-            if sh(["make", "-C", str(self.source.headers), f"M={directory}", f"-j{MAKE_JOBS}",
-                   *extra, "modules"]) != 0:
-                raise BuildError(f"building {_describe(directory, src)} for kernel "
-                                 f"{self.source.release} failed: {_last_error_line(log)} "
-                                 f"(log: {log})")
-        (work / "modules").mkdir()
-        for directory, _ in jobs:
-            kos = sorted(directory.rglob("*.ko"))
-            if not kos:
-                raise BuildError(f"building {_describe(directory, src)} made no module "
-                                 f"(log: {log})")
-            dest = work / ("mtd-tests" if directory == src / MTD_TESTS_DIR else "modules")
-            dest.mkdir(exist_ok=True)
-            for ko in kos:
-                shutil.copyfile(ko, dest / ko.name)
+            what = _describe(directory, tree.src)
+            self.progress(f"building {what} against {self.source.release} with "
+                          f"{self.source.compiler}")
+            if tree.sh(["make", "-C", str(self.source.headers), f"M={directory}",
+                        f"-j{MAKE_JOBS}", *extra, "modules"]) != 0:
+                raise BuildError(f"building {what} for kernel {self.source.release} "
+                                 f"failed: {_last_error_line(tree.log)} (log: {tree.log})")
 
     @staticmethod
     def _driver_dir(driver: Path, dest: Path) -> Path:
@@ -279,6 +254,79 @@ def _last_error_line(log: Path) -> str:
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith("$")]
     return (errors or lines or ["no output"])[0 if errors else -1]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Workspace:
+    """One build: its directory (``src/`` the sources), the log and where it is."""
+
+    work: Path
+    out: TextIO
+    log: Path
+
+    @property
+    def src(self) -> Path:
+        return self.work / "src"
+
+    def sh(self, cmd: list[str]) -> int:
+        """Run ``cmd`` with its output in the log (without the caller's make flags)."""
+        self.out.write(f"$ {' '.join(cmd)}\n")
+        self.out.flush()
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+        return subprocess.run(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=env, check=False).returncode
+
+
+def _touched_by(patches: list[Path]) -> list[str]:
+    """Every file the patches change, in order, once; a patch list that changes nothing
+    is not a diff."""
+    touched: list[str] = []
+    for patch in patches:
+        touched += [f for f in touched_files(patch.read_text(errors="replace"))
+                    if f not in touched]
+    if patches and not touched:
+        raise BuildError(f"{patches[0].name} is not a unified diff (no +++ lines)")
+    return touched
+
+
+def _write_kbuild(tree: _Workspace, touched: list[str]) -> list[Path]:
+    """A Kbuild naming the modules of the changed .c files in each directory (as the
+    directory's Makefile builds them); the directories to build."""
+    by_dir: dict[str, list[tuple[str, list[str]]]] = {}
+    for file in touched:
+        d = str(Path(file).parent)
+        if not file.endswith(".c") or d == MTD_TESTS_DIR:
+            continue
+        makefile = next((tree.src / d / n for n in ("Kbuild", "Makefile")
+                         if (tree.src / d / n).is_file()), None)
+        found = module_of(makefile, Path(file).name) if makefile else None
+        if found is None:
+            raise BuildError(f"{file} is built into no module its directory's "
+                             f"Makefile names, so it cannot be built out of tree "
+                             f"(log: {tree.log})")
+        by_dir.setdefault(d, []).append(found)
+    for d, mods in by_dir.items():
+        lines = [f"obj-m += {name}.o" for name in dict.fromkeys(n for n, _ in mods)]
+        lines += [f"{name}-objs := {' '.join(objs)}" for name, objs in mods
+                  if objs != [f"{name}.o"]]
+        (tree.src / d / "Kbuild").write_text("\n".join(lines) + "\n")
+    return [tree.src / d for d in by_dir]
+
+
+def _install_modules(tree: _Workspace, directories: list[Path]) -> None:
+    """Each directory's .ko files into ``modules/`` (``mtd-tests/`` for the kernel's
+    mtd test modules); a directory that made none is a failed build."""
+    (tree.work / "modules").mkdir()
+    for directory in directories:
+        kos = sorted(directory.rglob("*.ko"))
+        if not kos:
+            raise BuildError(f"building {_describe(directory, tree.src)} made no module "
+                             f"(log: {tree.log})")
+        dest = tree.work / ("mtd-tests" if directory == tree.src / MTD_TESTS_DIR
+                            else "modules")
+        dest.mkdir(exist_ok=True)
+        for ko in kos:
+            shutil.copyfile(ko, dest / ko.name)
 
 
 def substitute(order: list[tuple[str, bytes]], built: dict[str, Path], tree: ModuleTree,
