@@ -464,6 +464,5 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
 
 
 def option_default(option: str) -> str | None:
-    """An option's default as text (the VM runner reads the run's orders and block sizes
-    from the user's arguments, falling back to these)."""
+    """An option's default as text (for the commands that take a size outside a run)."""
     return next(default for name, _, default, _ in _OPTIONS if name == option)

@@ -13,12 +13,11 @@ import subprocess
 from pathlib import Path
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.options import parse_order
-from pytest_folio.sizes import format_size, parse_block_size
+from pytest_folio.sizes import format_size
 from pytest_folio.vm import Progress, VMError
-from pytest_folio.vm.guest import run_list
 from pytest_folio.vm.initramfs import GUEST_RUN, GuestDisk
 from pytest_folio.vm.qemu import Disk
+from pytest_folio.vm.runsettings import RunSettings
 
 # A block device's page cache holds folios of its logical block size from Linux 6.15 on
 # (before, a logical block size above PAGE_SIZE is refused), and block devices take
@@ -52,10 +51,10 @@ def kernel_version(release: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def mtd_orders(pytest_args: list[str], release: str, progress: Progress) -> list[int]:
+def mtd_orders(run: RunSettings, release: str, progress: Progress) -> list[int]:
     """The folio orders to make MTD devices at: the run's, checked against what the
     booted kernel can give a block device; a default list is cut to those."""
-    orders, given = run_list(pytest_args, "--folio-orders", parse_order)
+    orders, given = run.orders, run.orders_given
     version = kernel_version(release)
     large = version is None or version >= LARGE_BDEV_FOLIOS
     cannot = [o for o in orders if o > MAX_BDEV_ORDER or (o > 0 and not large)]
@@ -74,10 +73,10 @@ def mtd_orders(pytest_args: list[str], release: str, progress: Progress) -> list
     return kept
 
 
-def fs_block_sizes(fs: str, pytest_args: list[str], release: str,
+def fs_block_sizes(fs: str, run: RunSettings, release: str,
                    progress: Progress) -> list[int]:
     """The block sizes to make ``--fs`` file systems at; the others skipped, said why."""
-    sizes, _ = run_list(pytest_args, "--folio-block-sizes", parse_block_size)
+    sizes = run.block_sizes
     kind = FILE_SYSTEMS[fs]
     version = kernel_version(release)
     kept = []

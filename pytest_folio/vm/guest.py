@@ -11,12 +11,11 @@ import importlib.util
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import CommandError
-from pytest_folio.options import option_default
-from pytest_folio.sizes import format_size, parse_list
+from pytest_folio.sizes import format_size
 from pytest_folio.vm.initramfs import (
     GUEST_OUT,
     GUEST_PYCACHE,
@@ -61,35 +60,6 @@ def split_save(pytest_args: list[str]) -> tuple[list[str], Path | None]:
         else:
             out.append(arg)
     return out, save
-
-
-def run_option(pytest_args: list[str], option: str) -> str | None:
-    """The value the user gave a pytest option (the last one wins, as in pytest)."""
-    value = None
-    args = iter(pytest_args)
-    for arg in args:
-        if arg == "--":
-            break
-        if arg == option:
-            value = next(args, value)
-        elif arg.startswith(option + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def run_list(pytest_args: list[str], option: str, parse: Any) -> tuple[list[int], bool]:
-    """The run's ``--folio-orders`` / ``--folio-block-sizes`` (parsed), and whether the
-    user gave them."""
-    given = run_option(pytest_args, option)
-    text = given if given is not None else option_default(option)
-    try:
-        values = [parse(v) for v in parse_list(str(text))]
-    except ValueError as exc:
-        raise CommandError(f"{option}: {exc}") from None
-    if not values:
-        raise CommandError(f"{option} needs at least one value")
-    return list(dict.fromkeys(values)), given is not None
-
 
 
 def size_map(paths: dict[int, str]) -> str:

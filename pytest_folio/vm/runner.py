@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from pytest_folio import progress
 from pytest_folio.files import write_file
 from pytest_folio.mtdtests.kernel_modules import INTERLEAVE_ENV, MODULES_ENV
-from pytest_folio.sizes import format_size, parse_block_size
+from pytest_folio.sizes import format_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.bootimage import bootable_image
 from pytest_folio.vm.build import (
@@ -41,7 +41,6 @@ from pytest_folio.vm.guest import (
     Console,
     guest_env,
     guest_pytest_argv,
-    run_list,
     size_map,
     split_save,
     warm_bytecode,
@@ -74,6 +73,7 @@ from pytest_folio.vm.qemu import (
     qemu_command,
     run_guest,
 )
+from pytest_folio.vm.runsettings import read_run_settings
 from pytest_folio.vm.source import KernelSource
 from pytest_folio.vm.vmoptions import VMOptions, add_arguments, check_options
 
@@ -145,11 +145,12 @@ class VMRun:
     def execute(self) -> int:
         qemu = find_qemu()
         busybox = find_busybox()
+        run = read_run_settings(self.opts.pytest_args, self.environ)
         kernel = self.kernel()
         image = bootable_image(kernel.image, self.cache.root / "vmlinux", self.progress)
-        orders = mtd_orders(self.opts.pytest_args, kernel.release, self.progress)
-        sizes = (fs_block_sizes(self.opts.fs, self.opts.pytest_args, kernel.release,
-                                self.progress) if self.opts.fs != "ramfs" else [])
+        orders = mtd_orders(run, kernel.release, self.progress)
+        sizes = (fs_block_sizes(self.opts.fs, run, kernel.release, self.progress)
+                 if self.opts.fs != "ramfs" else [])
         wanted = {**REQUIRED_MODULES}
         if self.opts.fs in FS_MODULES:
             wanted[self.opts.fs] = FS_MODULES[self.opts.fs]
@@ -180,8 +181,7 @@ class VMRun:
             ramfs_sizes: tuple[int, ...] = ()
             last: list[str] = []
             if self.opts.fs == "ramfs":  # the guest mounts them and names them for pytest
-                ramfs_sizes = tuple(run_list(pytest_args, "--folio-block-sizes",
-                                             parse_block_size)[0])
+                ramfs_sizes = tuple(run.block_sizes)
                 # after the user's options: the sizes the kernel could mount win over
                 # the asked ones (the others were skipped, each with its reason)
                 last.append(RAMFS_ARGS)

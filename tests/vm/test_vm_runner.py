@@ -309,6 +309,65 @@ def test_one_disk_per_folio_order_on_a_new_kernel(fake: Path,
     assert "--folio-orders=0,2,4" in out
 
 
+def test_the_orders_come_from_the_ini_file_pytest_selects(fake: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """The host makes the disks the guest's pytest will ask for: the ini key counts."""
+    (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
+    (fake / "pytest.ini").write_text("[pytest]\nfolio_orders = 0,2\n")
+    vm(fake, "--mtd-size", "4M")
+    out = capsys.readouterr().out
+    assert "--folio-mtd=4K=/dev/mtd0,16K=/dev/mtd1 " in out and "--folio-orders=0,2 " in out
+
+
+@pytest.mark.parametrize("how", ["-o", "PYTEST_ADDOPTS", "addopts", "-c"])
+def test_the_orders_follow_pytests_precedence(fake: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              how: str) -> None:
+    """-o over the ini file, PYTEST_ADDOPTS and the ini's addopts as options, -c naming
+    another ini file: whatever pytest reads, the disks follow."""
+    (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
+    (fake / "pytest.ini").write_text("[pytest]\nfolio_orders = 0,2\n")
+    args = []
+    if how == "-o":
+        args = ["-o", "folio_orders=4"]
+    elif how == "PYTEST_ADDOPTS":
+        monkeypatch.setenv("PYTEST_ADDOPTS", "--folio-orders=4")
+    elif how == "addopts":
+        (fake / "pytest.ini").write_text("[pytest]\nfolio_orders = 0,2\n"
+                                         "addopts = --folio-orders=4\n")
+    else:
+        (fake / "other.ini").write_text("[pytest]\nfolio_orders = 4\n")
+        args = ["-c", "other.ini"]
+    vm(fake, "--mtd-size", "4M", "--", *args)
+    out = capsys.readouterr().out
+    assert "--folio-mtd=64K=/dev/mtd0 " in out and "--folio-orders=4 " in out
+
+
+def test_ini_orders_the_kernel_cannot_give_are_refused(fake: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
+    (fake / "pyproject.toml").write_text("[tool.pytest.ini_options]\nfolio_orders = [0, 5]\n")
+    assert vm(fake) == EXIT_VM_ERROR
+    assert "cannot give block2mtd 128K folios" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("ini", "args", "message"), [
+    ("folio_orders = 0,x", [], "ini key folio_orders: "),
+    ("", ["--folio-block-sizes="], "--folio-block-sizes: needs a value, not an empty"),
+    ("", ["--no-such-option"], "unrecognized arguments: --no-such-option"),
+])
+def test_a_setting_pytest_would_refuse_is_one_line_before_booting(
+        fake: Path, capsys: pytest.CaptureFixture[str], ini: str, args: list[str],
+        message: str) -> None:
+    (fake / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
+    assert vm(fake, "--", *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (fake / "qemu.pid").exists()
+
+
 def test_order_above_64k_is_refused_on_any_kernel(fake: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (fake / "bzImage").write_bytes(bzimage(b"", "7.2.13+deb14-amd64"))
