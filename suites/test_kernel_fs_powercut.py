@@ -23,6 +23,7 @@ from pytest_folio.fsx.kernel_powercut import (
     NamesSynced,
     check_after_cut,
     cut_directory,
+    fs_type,
     run_until_cut,
 )
 from pytest_folio.powercut import NOT_IN_VM, announce_cut, vm_phase
@@ -30,6 +31,7 @@ from pytest_folio.session import settings
 from pytest_folio.sizes import format_size
 from pytest_folio.vmabi import GUEST_OUT
 
+MEMORY_ONLY = ("ramfs", "tmpfs")
 NO_FS = ("the file-system power cut needs the VM's scratch file systems: "
          "python -m pytest_folio vm --power-cut --fs xfs (or ext4)")
 
@@ -47,6 +49,11 @@ def test_kernel_fs_power_cut_writes_then_cuts(request: pytest.FixtureRequest) ->
     target = fs_target(request.config)
     if target.kind != "path" or not target.paths:
         pytest.fail(NO_FS, pytrace=False)
+    in_memory = [f"{path} is {kind}" for path in target.paths.values()
+                 if (kind := fs_type(path)) in MEMORY_ONLY]
+    if in_memory:
+        pytest.fail(f"{NO_FS}: {', '.join(in_memory)}, which keeps nothing on a disk",
+                    pytrace=False)
     file_systems = {format_size(size): NamesSynced(cut_directory(path))
                     for size, path in sorted(target.paths.items())}
     seed = settings(request.config).seed

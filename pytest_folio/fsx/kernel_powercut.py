@@ -49,6 +49,24 @@ def sync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def fs_type(path: Path, mounts: str | None = None) -> str:
+    """The type of the file system ``path`` is on: that of the deepest mount point above
+    it in ``mounts`` (/proc/mounts' text when not given); "" when none is."""
+    if mounts is None:
+        mounts = Path("/proc/mounts").read_text()
+    best, kind = "", ""
+    target = os.path.realpath(path)
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
 def cut_directory(mountpoint: Path) -> Path:
     """The run's directory on a freshly made file system, durable before the run starts."""
     path = mountpoint / CUT_DIR

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from pytest_folio.fsx.kernel_powercut import (
     run_until_cut,
 )
 from pytest_folio.fsx.powercut import FsPowerCutRun, data_of
+from pytest_folio.vmabi import POWERCUT_ENV
 from tests.helpers.fsx_powercut import (
     FsyncCommitsWithoutTheData,
     FsyncLeavesTheNameBehind,
@@ -33,7 +35,7 @@ from tests.helpers.fsx_powercut import (
     SizeBeforeData,
 )
 from tests.vm.test_vm_boot import MISSING, leftover_qemus
-from tests.vm.test_vm_powercut import outside_the_vm
+from tests.vm.test_vm_powercut import outside_the_vm, suite_run
 
 
 def _cut_and_check(fs: PowerCutFS, out: Path, seed: int) -> fscut.CheckResult:
@@ -136,6 +138,19 @@ def test_the_guests_fsync_also_syncs_the_directory(tmp_path: Path,
     assert synced == [str(Path(fs.root) / "a"), fs.root]
 
 
+def test_the_file_system_of_a_path_is_its_deepest_mount() -> None:
+    mounts = ("rootfs / 9p ro 0 0\ntmpfs /run tmpfs rw 0 0\n"
+              "/dev/vdb /run/folio/xfs-4K xfs rw 0 0\nramfs /run/folio/ramfs ramfs rw 0 0\n"
+              "/dev/vdc /run/folio/my\\040disk ext4 rw 0 0\n")
+    assert fscut.fs_type(Path("/run/folio/xfs-4K"), mounts) == "xfs"
+    assert fscut.fs_type(Path("/run/folio/xfs-4K/powercut"), mounts) == "xfs"
+    assert fscut.fs_type(Path("/run/folio/xfs-4"), mounts) == "tmpfs"
+    assert fscut.fs_type(Path("/run/folio/ramfs"), mounts) == "ramfs"
+    assert fscut.fs_type(Path("/run/folio/my disk"), mounts) == "ext4"
+    assert fscut.fs_type(Path("/usr"), mounts) == "9p"
+    assert fscut.fs_type(Path("/usr"), "") == ""
+
+
 def test_the_check_without_the_cut_boot_log_says_so(tmp_path: Path) -> None:
     with pytest.raises(KernelPowerCutError, match=f"no {LOG_NAME} on the results share"):
         check_after_cut("4K", tmp_path)
@@ -157,6 +172,18 @@ def test_the_suite_skips_outside_the_vm() -> None:
     out = outside_the_vm("pytest_folio.suites.test_kernel_fs_powercut")
     assert "python -m pytest_folio vm --power-cut --fs xfs" in out
     assert re.search(r"\b\d+ skipped\b", out) and "passed" not in out, out
+
+
+@pytest.mark.skipif(fscut.fs_type(Path("/dev/shm")) != "tmpfs",
+                    reason="/dev/shm is no tmpfs here")
+def test_the_cut_boot_refuses_a_file_system_without_a_disk() -> None:
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        proc = suite_run("pytest_folio.suites.test_kernel_fs_powercut", f"--folio-fs=4K={shm}",
+                         "--folio-block-sizes=4K", "--folio-allow-destructive",
+                         guest={"PYTEST_FOLIO_VM": "1", POWERCUT_ENV: "cut"})
+        assert os.listdir(shm) == []
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{shm} is tmpfs, which keeps nothing on a disk" in proc.stdout
 
 
 MKFS_XFS = shutil.which("mkfs.xfs", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")

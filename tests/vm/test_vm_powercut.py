@@ -138,14 +138,21 @@ def test_power_cut_defaults_to_the_kernel_power_cut_suite(
     assert seen["args"] == ["--pyargs", "pytest_folio.suites.test_kernel_powercut", "-rP"]
 
 
-def outside_the_vm(module: str) -> str:
-    """pytest's output for the suite ``module`` run on the host, which must pass."""
+def suite_run(module: str, *args: str, guest: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """The suite ``module`` run on the host, in a guest's environment ``guest`` only
+    when given."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_FOLIO_VM",
                                                             POWERCUT_ENV)}
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
-         "--pyargs", module, "-rs", "-q"],
-        env=env, capture_output=True, text=True, timeout=120)
+         "--pyargs", module, "-rs", "-q", *args],
+        env={**env, **(guest or {})}, capture_output=True, text=True, timeout=120)
+
+
+def outside_the_vm(module: str) -> str:
+    """pytest's output for the suite ``module`` run on the host, which must pass."""
+    proc = suite_run(module)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
