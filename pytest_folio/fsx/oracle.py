@@ -180,9 +180,41 @@ class _Gen:
         self.far = [at for at, family in zip(FAR, ("offsets_4g", "offsets_16t"), strict=True)
                     if family in families]
         self.tag = 0
+        self.live: dict[int, int] = {}      # slot -> open flags, as the sequence guesses
+        self.made: set[str] = set()         # top-level files, as it guesses
 
-    def slot(self) -> int:
+    def slot(self, access: str = "") -> int:
+        """A slot, most often one this sequence opened on a file with the ``access``
+        (``r``, ``w``, ``rw``) the call needs, else any: closed and unfit slots get
+        their share of calls for the errors, but most calls reach the data. The guess
+        comes from the sequence alone, so it is the same for every target."""
+        fit = [s for s, flags in sorted(self.live.items()) if _allows(flags, access)]
+        if fit and self.rnd.random() < .85:
+            return self.rnd.choice(fit)
         return self.rnd.randrange(SLOTS)
+
+    def free_slot(self) -> int:
+        """A slot for an open: mostly one not holding a file already."""
+        free = [s for s in range(SLOTS) if s not in self.live]
+        if free and self.rnd.random() < .7:
+            return self.rnd.choice(free)
+        return self.rnd.randrange(SLOTS)
+
+    def opened(self, slot: int, name: str, flags: int) -> None:
+        """Guess whether an open succeeds: a top-level file, created or made before."""
+        if ("/" not in name and not flags & (os.O_EXCL | os.O_DIRECTORY)
+                and (flags & os.O_CREAT or name in self.made)):
+            self.live[slot] = flags
+            self.made.add(name)
+        else:
+            self.live.pop(slot, None)
+
+    def moved(self, kind: str, names: tuple[str, ...]) -> None:
+        """Follow unlink and rename of the files the sequence made."""
+        if kind in ("unlink", "rename") and names[0] in self.made:
+            self.made.discard(names[0])
+            if kind == "rename" and "/" not in names[1]:
+                self.made.add(names[1])
 
     def name(self, dirs: bool = True, p_dir: float = .35) -> str:
         """A name, now and then with a trailing slash; a directory's with ``p_dir``."""
@@ -243,39 +275,61 @@ class _Gen:
     def op(self, kind: str) -> Op:
         rnd, slot = self.rnd, self.slot
         if kind == "open":
-            return (kind, slot(), self.name(p_dir=.08), self.flags())
-        if kind in ("close", "fstat", "fsync"):
+            at, name, flags = self.free_slot(), self.name(p_dir=.08), self.flags()
+            self.opened(at, name, flags)
+            return (kind, at, name, flags)
+        if kind == "close":
+            at = slot()
+            self.live.pop(at, None)
+            return (kind, at)
+        if kind in ("fstat", "fsync"):
             return (kind, slot())
         if kind == "pread":
-            return (kind, slot(), self.length(), self.offset())
+            return (kind, slot("r"), self.length(), self.offset())
         if kind == "pwrite":
-            return (kind, slot(), self.length(), self.offset(), self.next_tag())
+            return (kind, slot("w"), self.length(), self.offset(), self.next_tag())
         if kind == "ftruncate":
-            return (kind, slot(), rnd.choice([0, 100, self.unit + 904,
-                                              rnd.randrange(self.maxlen), self.offset()]))
+            return (kind, slot("w"), rnd.choice([0, 100, self.unit + 904,
+                                                 rnd.randrange(self.maxlen), self.offset()]))
         if kind == "mmap_read":
-            return (kind, slot(), self.offset(),
+            return (kind, slot("r"), self.offset(),
                     rnd.choice([1, 100, PAGE_SIZE, 9000, self.unit]))
         if kind == "mmap_write":
-            return (kind, slot(), self.offset(), rnd.choice([1, 100, 5000, self.unit]),
+            return (kind, slot("rw"), self.offset(), rnd.choice([1, 100, 5000, self.unit]),
                     self.next_tag())
         if kind == "copy_file_range":
             if rnd.random() < .4:       # whole blocks, as a reflink-capable one shares them
-                return (kind, slot(), slot(), rnd.randrange(1, 4) * self.unit,
+                return (kind, slot("r"), slot("w"), rnd.randrange(1, 4) * self.unit,
                         rnd.randrange(4) * self.unit, rnd.randrange(4) * self.unit)
-            return (kind, slot(), slot(), self.length(), self.offset(), self.offset())
+            return (kind, slot("r"), slot("w"), self.length(), self.offset(), self.offset())
         if kind == "fallocate":
             mode = rnd.choice(self.modes)
             if mode in (FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE) and rnd.random() < .8:
-                return (kind, slot(), mode, rnd.randrange(8) * self.unit,
+                return (kind, slot("w"), mode, rnd.randrange(8) * self.unit,
                         rnd.randrange(1, 3) * self.unit)
-            return (kind, slot(), mode, self.offset(), self.length())
+            return (kind, slot("w"), mode, self.offset(), self.length())
+        names: tuple[str, ...]
         if kind == "rename":
             dirs = "rename_directories" in self.families
-            return (kind, self.name(dirs), self.name(dirs))
-        if kind == "mkdir":
-            return (kind, rnd.choice(DIRS) + rnd.choice(["", "", "", "/"]))
-        return (kind, self.name())
+            names = (self.name(dirs), self.name(dirs))
+        elif kind == "mkdir":
+            names = (rnd.choice(DIRS) + rnd.choice(["", "", "", "/"]),)
+        else:
+            names = (self.name(),)
+        self.moved(kind, names)
+        return (kind, *names)
+
+
+def _allows(flags: int, access: str) -> bool:
+    """Whether a descriptor opened with ``flags`` can do a call needing ``access``:
+    ``r`` reads, ``w`` writes (not appending: positioned writes and copies into an
+    O_APPEND file are refused), ``rw`` a shared writable mapping."""
+    mode = flags & os.O_ACCMODE
+    if "r" in access and mode == os.O_WRONLY:
+        return False
+    if "w" in access and (mode == os.O_RDONLY or (flags & os.O_APPEND and access == "w")):
+        return False
+    return access != "rw" or mode == os.O_RDWR
 
 
 def generate(seed: int, families: frozenset[str], count: int = 600, maxlen: int = MAXLEN,

@@ -29,6 +29,9 @@ from pytest_folio.targets.protocols import (
 from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
 
 JUNK = 0xA5
+# the broken collapse and insert ranges move a file's tail through memory, as bytes; a
+# longer tail (a file truncated to a far size) gets the correct, sparse shift instead
+MOVED_IN_MEMORY = 64 << 20
 
 
 def _page_end(pos: int) -> int:
@@ -209,6 +212,8 @@ class CollapseRangeWrongShift(PassThrough):
         size, end, bs = self.size(fd), offset + length, self.blocksize
         if offset % bs or length % bs or end >= size:
             raise OSError(errno.EINVAL, "collapse range: unaligned or reaching EOF")
+        if size - end > MOVED_IN_MEMORY:    # a sparse far tail: shifted right, and sparse
+            return self.inner.fallocate(fd, mode, offset, length)
         shift = length - bs if length > bs else length
         self.inner.pwrite(fd, self.inner.pread(fd, size - end, end), end - shift)
         self.inner.ftruncate(fd, size - length)
@@ -388,6 +393,8 @@ class InsertRangeNoZeroFill(PassThrough):
         size, bs = self.size(fd), self.blocksize
         if offset % bs or length % bs or offset >= size:
             raise OSError(errno.EINVAL, "insert range: unaligned or at EOF")
+        if size - offset > MOVED_IN_MEMORY:  # a sparse far tail: shifted right, and sparse
+            return self.inner.fallocate(fd, mode, offset, length)
         self.inner.pwrite(fd, self.inner.pread(fd, size - offset, offset), offset + length)
         return None
 
