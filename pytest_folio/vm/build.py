@@ -227,7 +227,7 @@ class ModuleBuilder:
             if tree.sh(["make", "-C", str(self.source.headers), f"M={directory}",
                         f"-j{MAKE_JOBS}", *extra, "modules"]) != 0:
                 raise BuildError(f"building {what} for kernel {self.source.release} "
-                                 f"failed: {_last_error_line(tree.log)} (log: {tree.log})")
+                                 f"failed: {first_error_line(tree.log)} (log: {tree.log})")
 
     @staticmethod
     def _driver_dir(driver: Path, dest: Path) -> Path:
@@ -250,8 +250,14 @@ def _describe(directory: Path, src: Path) -> str:
         return str(directory)
 
 
-def _last_error_line(log: Path) -> str:
-    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+def first_error_line(log: Path, offset: int = 0) -> str:
+    """What a failed build says went wrong: the first line of ``log`` from ``offset``
+    (where this build's output starts) naming an error, else its last line. The first,
+    since make's own lines after a compiler error only say that it stopped."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith("$")]
     return (errors or lines or ["no output"])[0 if errors else -1]
 

@@ -34,7 +34,13 @@ from pathlib import Path
 
 from pytest_folio.vm import Progress, VMError, last_error, run_tool
 from pytest_folio.vm.apt import suite_apt
-from pytest_folio.vm.build import BuildError, module_of, obj_config, touched_files
+from pytest_folio.vm.build import (
+    BuildError,
+    first_error_line,
+    module_of,
+    obj_config,
+    touched_files,
+)
 from pytest_folio.vm.kernel import Kernel, user_kernel
 from pytest_folio.vm.source import KernelSource
 
@@ -213,6 +219,7 @@ def _make(args: list[str], log: Path, progress: Progress, what: str) -> None:
     with log.open("a") as out:
         out.write(f"$ make {' '.join(args)}\n")
         out.flush()
+        offset = out.tell()
         env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
         proc = subprocess.Popen(["make", *args], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env)
@@ -228,7 +235,7 @@ def _make(args: list[str], log: Path, progress: Progress, what: str) -> None:
                 proc.kill()
                 proc.wait()
     if proc.returncode != 0:
-        raise BuildError(f"{what} failed: {_last_line(log)} (log: {log})")
+        raise BuildError(f"{what} failed: {first_error_line(log, offset)} (log: {log})")
 
 
 def _last_line(log: Path) -> str:

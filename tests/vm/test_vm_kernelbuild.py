@@ -131,6 +131,21 @@ def test_a_stopped_build_resumes_where_it_stopped(tmp_path: Path) -> None:
 
 
 @needs_build_tools
+def test_a_failed_build_names_the_compilers_error_not_makes_last_line(tmp_path: Path
+                                                                      ) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Makefile").write_text(FAKE_KBUILD.replace(
+        "\ttouch $(O)/object.o\n",
+        "\t@echo 'fs/ramfs/inode.c:227:12: error: invalid use of undefined type'\n"
+        "\t@echo 'make[1]: Leaving directory'; false\n"))
+    (src / "Kconfig").write_text("")
+    with pytest.raises(VMError, match=r"building the kernel failed: fs/ramfs/inode.c:227:12: "
+                                      r"error: invalid use of undefined type \(log: "):
+        build_kernel(src, tmp_path / "cache", lambda m: None)
+
+
+@needs_build_tools
 def test_the_build_directory_stays_where_it_was_configured(tmp_path: Path) -> None:
     """Its Makefile names its own path (KBUILD_OUTPUT): modules built later against it
     follow that path, so the directory must not be moved once configured."""
