@@ -14,6 +14,7 @@ from pytest_folio.fsx.powercut import (
     FsOp,
     FsPowerCutFailure,
     FsPowerCutRun,
+    data_of,
     fs_powercut_ops,
 )
 from pytest_folio.powercut import cut_report
@@ -96,3 +97,16 @@ def test_each_crash_only_bug_fails_and_shrinks(bug: type[PowerCutFS]) -> None:
 
     report = cut_report("fs power cut", failure.summary, failure.ops, fails_with)
     assert "shrunk to" in report and report.splitlines()[-1] == "  power cut"
+
+
+def test_a_name_two_files_had_reports_what_each_would_allow() -> None:
+    run = FsPowerCutRun(None)
+    run.run([FsOp("write", "a", 0, 10, 1), FsOp("fsync", "a"), FsOp("rename", "a", to="b"),
+             FsOp("write", "a", 0, 5, 2)])
+    problem = run.match({"a": b"z" * 5})
+    assert problem is not None
+    first, other = problem.split("; or, ")
+    assert first == "file 'a': byte 0x0 (of 5) read 0x7a, allowed " + (
+        f"{data_of(FsOp('write', 'a', 0, 5, 2))[0]:#04x} (op 3: write a 0x0 0x5 (data 2))")
+    assert other == "as the file named 'a' then 'b' since op 1: fsync a: size 5, allowed 10 " \
+        "(op 1: fsync a)"

@@ -314,8 +314,13 @@ class FsPowerCutRun:
                 return (f"the directory holds {listing}: no file was named {name!r} since "
                         "its last fsync (a name invented)")
             if all(p is not None for p in mine.values()):
-                k, problem = min(mine.items(), key=lambda kp: self.files[kp[0]].name != name)
-                return f"file {name!r}: {problem}"
+                ranked = sorted(mine.items(), key=lambda kp: self.files[kp[0]].name != name)
+                text = f"file {name!r}: {ranked[0][1]}"
+                for k, problem in ranked[1:]:     # another file once had the name
+                    f = self.files[k]
+                    text += (f"; or, as the file named {' then '.join(map(repr, f.names))} "
+                             f"since {f.versions[0].how}: {problem}")
+                return text
         for k in sorted(required):
             f = self.files[k]
             if not any(n in found for n in f.names):
