@@ -174,9 +174,11 @@ class FolioSession:
         mtd_replay = fsx_replay = fsx_recorded_by = None
         try:
             if s.mtd_replay is not None:
-                log = (MTDLog.from_data(logs["mtd_replay"]) if "mtd_replay" in logs
-                       else parse_mtdops(_read(s.mtd_replay, MTDOpsError)))
-                logs["mtd_replay"] = log.to_data()
+                if "mtd_replay" in logs:
+                    log = MTDLog.from_data(logs["mtd_replay"])
+                else:
+                    log = parse_mtdops(_read(s.mtd_replay, MTDOpsError))
+                    logs["mtd_replay"] = log.to_data()
                 mtd_replay = (str(s.mtd_replay), log)
                 if decided is None and mtd.kind != "path":
                     _check_replay_geometry(s, log)
@@ -184,13 +186,17 @@ class FolioSession:
             raise pytest.UsageError(f"{s.source('--folio-mtd-replay')}: {exc}") from None
         try:
             if s.fsx_replay is not None:
-                if "fsx_replay" not in logs:
+                if "fsx_replay" in logs:
+                    entries = entries_from_data(logs["fsx_replay"])
+                    origin = logs["fsx_recorded_by"]
+                    fsx_recorded_by = None if origin is None else (origin[0], origin[1])
+                else:
                     text = _read(s.fsx_replay, FsxopsError)
-                    logs["fsx_replay"] = entries_to_data(parse_fsxops(text, str(s.fsx_replay)))
-                    logs["fsx_recorded_by"] = recorded_by(text)
-                fsx_replay = (s.fsx_replay.resolve(), entries_from_data(logs["fsx_replay"]))
-                origin = logs["fsx_recorded_by"]
-                fsx_recorded_by = None if origin is None else (origin[0], origin[1])
+                    entries = parse_fsxops(text, str(s.fsx_replay))
+                    fsx_recorded_by = recorded_by(text)
+                    logs["fsx_replay"] = entries_to_data(entries)
+                    logs["fsx_recorded_by"] = fsx_recorded_by
+                fsx_replay = (s.fsx_replay.resolve(), entries)
         except FsxopsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
         return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, fsx_recorded_by,

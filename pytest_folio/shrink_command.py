@@ -23,7 +23,14 @@ from pytest_folio.errors import CommandError
 from pytest_folio.files import write_file
 from pytest_folio.fsx.config import FsxOptions, parse_fsx_args
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
-from pytest_folio.fsx.log import FsxopsError, LogEntry, parse_fsxops, write_fsxops
+from pytest_folio.fsx.log import (
+    FsxopsError,
+    LogEntry,
+    parse_fsxops,
+    recorded_by,
+    recorded_note,
+    write_fsxops,
+)
 from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_mtdops
 from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure
 from pytest_folio.options import option_default
@@ -97,7 +104,8 @@ def _shrink_fsxops(args: argparse.Namespace, text: str) -> tuple[str, int, int]:
 
     shortest = _minimal(entries, fails, args.seconds, f"--folio-fs={args.folio_fs}")
     out = args.output or args.log.with_suffix(".min.fsxops")
-    write_fsxops(out, shortest)
+    origin = recorded_by(text)     # the shrunk log replays in the test the log names
+    write_fsxops(out, shortest, note=recorded_note(*origin) if origin else "")
     return str(out), len(entries), len(shortest)
 
 

@@ -10,7 +10,7 @@ import pytest
 from pytest_folio.cli import main
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
-from pytest_folio.fsx.log import read_fsxops, write_fsxops
+from pytest_folio.fsx.log import read_fsxops, recorded_by, recorded_note, write_fsxops
 from pytest_folio.mtdtests.mtdops import format_mtdops, parse_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure
@@ -25,7 +25,7 @@ def _failing_fsxops(path: Path) -> int:
     engine = FsxEngine(fs, FsxOptions(numops=3000, seed=4))
     with pytest.raises(FsxFailure):
         engine.run()
-    write_fsxops(path, engine.log)
+    write_fsxops(path, engine.log, note=recorded_note("t.py::test_x[4K]", ""))
     return len(engine.log)
 
 
@@ -38,6 +38,8 @@ def test_a_failing_fsxops_shrinks_to_a_few_operations_that_still_fail(
     assert capsys.readouterr().out == (f"{log}: {before} operations, {len(shortest)} still "
                                        f"fail: {tmp_path / 'bug.min.fsxops'}\n")
     assert len(shortest) <= 5 < before
+    # it replays in the test that recorded the log, as the log did
+    assert recorded_by((tmp_path / "bug.min.fsxops").read_text()) == ("t.py::test_x[4K]", "")
     fs = StaleDataAfterTruncateUp.factory(4096, tempfile.mkdtemp())
     with pytest.raises(FsxFailure):
         FsxEngine(fs, FsxOptions()).run(replay=shortest)
