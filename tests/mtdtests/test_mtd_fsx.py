@@ -120,6 +120,7 @@ def test_a_users_broken_device_fails_with_a_replay_that_fails_the_same_way(
     assert f"mtd fsx: {shrunk.group(2)}" in replay.stdout
 
 
+@pytest.mark.slow   # the shrinking may take its whole 60 s of CPU
 def test_the_hypothesis_form_shrinks_a_failure_to_a_few_operations(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "-p", "pytest_folio", "--pyargs",
                    "pytest_folio.suites.test_mtd_fsx", "-q", "-k", "hypothesis and eb16K",
