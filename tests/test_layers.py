@@ -116,3 +116,40 @@ def test_the_contract_sees_an_upward_import(tmp_path: Path) -> None:
     found = imports("pytest_folio.model.bad", bad)
     assert found == {"pytest_folio.suites.fs", "pytest_folio.model.folio"}
     assert min(layer_of(d) for d in found) < layer_of("pytest_folio.model.bad")
+
+
+# The page cache's AddressSpace keeps its private members to itself: what the rest of the
+# model shares of it is its named internal interface (its docstring lists it).
+FILEMAP = ROOT / "pytest_folio" / "model" / "filemap.py"
+
+
+def private_members(path: Path, cls: str) -> set[str]:
+    """The ``_name`` methods and ``self._name`` attributes class ``cls`` defines."""
+    tree = ast.parse(path.read_text(), str(path))
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    found = {n.name for n in body.body if isinstance(n, ast.FunctionDef)}
+    found.update(n.attr for n in ast.walk(body) if isinstance(n, ast.Attribute)
+                 and isinstance(n.value, ast.Name) and n.value.id == "self")
+    return {n for n in found if n.startswith("_") and not n.startswith("__")}
+
+
+def reaches_into(path: Path, names: set[str]) -> list[str]:
+    """``x._name`` for a name of ``names``, ``x`` not ``self`` (a class's own member)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path}:{n.lineno} {n.attr}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr in names
+            and not (isinstance(n.value, ast.Name) and n.value.id == "self")]
+
+
+def test_no_module_reaches_into_the_address_spaces_private_members() -> None:
+    names = private_members(FILEMAP, "AddressSpace")
+    assert {"_sorted", "_holds_smaller"} <= names
+    found = [hit for _, path in modules() if path != FILEMAP
+             for hit in reaches_into(path, names)]
+    assert found == []
+
+
+def test_the_private_member_check_sees_a_reach(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(self, mapping):\n    return mapping._sorted, self._sorted\n")
+    assert reaches_into(bad, {"_sorted"}) == [f"{bad}:2 _sorted"]

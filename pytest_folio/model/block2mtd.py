@@ -297,20 +297,20 @@ class Block2MTD:
         if locking and self.before_lock is not None:
             return None
         mapping = self.mapping
-        mask = mapping._min_mask
+        mask = mapping.min_index_mask
         nr = ~mask + 1                           # pages in a folio of the minimum order
         first, last = pos >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT
         by_page = self.per_page and nr > 1       # steps inside folios
         if by_page:                              # read_mapping_page() for every page
             # (the probe for a page inside a folio lands on the folio's first page)
             off = first & ~mask
-            found = list(map(mapping._folios.get,
+            found = list(map(mapping.i_pages.get,
                              map(and_, range(first, last + 1), repeat(mask))))
             # each folio once, where its first step is (a page's flags are its folio's)
             folios = found[:1] + found[nr - off::nr]
         else:                                    # read_mapping_folio() for every folio
             # (or read_mapping_page() for every page, each page a folio)
-            folios = found = list(map(mapping._folios.get, range(first & mask, last + 1, nr)))
+            folios = found = list(map(mapping.i_pages.get, range(first & mask, last + 1, nr)))
         try:                    # a None (a miss, or a folio above the minimum order) raises
             if (not all(map(_UPTODATE, folios))
                     or (locking and any(map(_LOCKED, folios)))):
@@ -376,7 +376,7 @@ class Block2MTD:
             return False
         batch, views = steps
         length = len(data)
-        step = PAGE_SIZE if self.per_page else PAGE_SIZE << self.mapping._min_order
+        step = PAGE_SIZE if self.per_page else PAGE_SIZE << self.mapping.min_order
         # where each step's bytes lie in data: the steps end at page or folio boundaries
         starts = [0, *range(step - (pos & (step - 1)), length, step), length]
         changed = list(map(not_, map(data.startswith, views, starts)))

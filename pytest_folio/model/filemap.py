@@ -10,8 +10,9 @@ once and copy with one memoryview slice assignment per folio.
 Kernel rules modelled here (mm/filemap.c); the rest lives where the kernel keeps it:
 :mod:`.pagemap` (fgf_t flags, the folio order range), :mod:`.page_writeback`,
 :mod:`.truncate`, :mod:`.readahead`, :mod:`.vmscan`, :mod:`.huge_memory` (free functions
-taking the mapping or the folio, bound as methods too). AddressSpace's underscored
-methods are shared by those modules, not by callers.
+taking the mapping or the folio, bound as methods too). What those modules share of
+AddressSpace, and callers do not need, is its internal interface: named once, in the
+class's docstring (the kernel keeps the same kind of list in mm/internal.h).
 
 - creation (``__filemap_get_folio`` with FGP_CREAT): the index is aligned down to the
   minimum order (``mapping_align_index``), the order is clamped to the maximum and
@@ -88,6 +89,29 @@ class AddressSpace:
     ``i_size`` (bytes, or None for "no limit") bounds readahead, as the inode size does
     in the kernel; the owner (block device, file system) keeps it current.
     ``unevictable`` keeps reclaim away (ramfs's ``mapping_set_unevictable``).
+
+    The internal interface, for the model's own modules (pagemap, truncate, readahead,
+    page_writeback, huge_memory, invariants, ramfs, block2mtd), not for callers: no
+    references are taken or dropped and no order or overlap is checked, so each caller
+    keeps the kernel's rules itself.
+
+    - ``i_pages``: the folios by first page index (the kernel's xarray); read it, and
+      change it only through the calls below;
+    - ``min_order``, ``max_order``, ``min_index_mask`` (``~(min nrpages - 1)``): the
+      order range (the kernel's AS_FOLIO_ORDER bits of ``mapping->flags``), set only by
+      ``mapping_set_folio_order_range``; ``top_order``: the highest order ever cached,
+      which bounds a lookup;
+    - ``xa_load(index)``: the folio holding page ``index``, as xa_load finds a
+      multi-index entry;
+    - ``filemap_get_folios(first, last)``: the folios overlapping pages [first, last], in
+      index order;
+    - ``page_cache_insert(folio, index)`` / ``page_cache_delete(folio)``: into and out of
+      ``i_pages``, ``nrpages`` and the LRU (__filemap_add_folio with folio_add_lru, and
+      page_cache_delete); ``page_cache_move(folios, delta)``: shift cached folios (ramfs's
+      collapse and insert range);
+    - ``filemap_create_folio(index, order, readahead=)``: allocate and insert a folio
+      with ``__filemap_get_folio``'s alignment and fallback rules;
+    - ``filemap_read_folio(folio)``: ``a_ops.read_folio`` with the folio locked.
     """
 
     def __init__(self, memory: PhysicalMemory, a_ops: AddressSpaceOperations | None = None,
@@ -99,12 +123,12 @@ class AddressSpace:
         self.unevictable = False
         self.nrpages = 0
         self.ra = FileRaState()                     # the readahead window (one reader)
-        self._folios: dict[int, Folio] = {}
+        self.i_pages: dict[int, Folio] = {}
         self._sorted: list[int] | None = []
-        self._min_order = 0
-        self._min_mask = -1                         # ~(mapping_min_folio_nrpages() - 1)
-        self._max_order = 0
-        self._top_order = 0                         # highest order ever cached (lookup bound)
+        self.min_order = 0
+        self.min_index_mask = -1
+        self.max_order = 0
+        self.top_order = 0
 
     # include/linux/pagemap.h's order range, as methods too
     mapping_set_folio_order_range = mapping_set_folio_order_range
@@ -115,17 +139,17 @@ class AddressSpace:
     mapping_min_folio_nrpages = mapping_min_folio_nrpages
     mapping_align_index = mapping_align_index
 
-    def _lookup(self, index: int) -> Folio | None:
+    def xa_load(self, index: int) -> Folio | None:
         """The cached folio holding page ``index`` (no reference, no counting).
 
         The first probe, at ``index`` aligned to the minimum order, finds every folio of
         the minimum order, head page or not, so a lookup costs the same for any page of
         a folio, as an xarray walk does."""
-        folios = self._folios
-        folio = folios.get(index & self._min_mask)
+        folios = self.i_pages
+        folio = folios.get(index & self.min_index_mask)
         if folio is not None:
             return folio                  # it starts at or below index and spans it
-        for order in range(self._min_order + 1, self._top_order + 1):
+        for order in range(self.min_order + 1, self.top_order + 1):
             folio = folios.get(index & ~((1 << order) - 1))
             if folio is not None:
                 # a folio starting there either holds index or proves nothing does
@@ -134,14 +158,14 @@ class AddressSpace:
 
     def folios(self) -> list[Folio]:
         """Every cached folio, in index order."""
-        return [self._folios[i] for i in self._sorted_indices()]
+        return [self.i_pages[i] for i in self._sorted_indices()]
 
     def _sorted_indices(self) -> list[int]:
         if self._sorted is None:
-            self._sorted = sorted(self._folios)
+            self._sorted = sorted(self.i_pages)
         return self._sorted
 
-    def _folios_in(self, first: int, last: int) -> list[Folio]:
+    def filemap_get_folios(self, first: int, last: int) -> list[Folio]:
         """Folios overlapping pages [first, last], in index order."""
         keys = self._sorted_indices()
         i = max(bisect.bisect_right(keys, first) - 1, 0)
@@ -149,7 +173,7 @@ class AddressSpace:
         for key in keys[i:]:
             if key > last:
                 break
-            folio = self._folios[key]
+            folio = self.i_pages[key]
             if key + folio.nr_pages > first:
                 found.append(folio)
         return found
@@ -166,7 +190,7 @@ class AddressSpace:
         owns one reference (``folio_put``). Without FGP_CREAT a miss returns None."""
         while True:
             self.stats.folio_lookups += 1
-            folio = self._lookup(index)
+            folio = self.xa_load(index)
             if folio is not None:
                 if fgp_flags & FGP_LOCK and not folio_trylock(folio):
                     if fgp_flags & FGP_NOWAIT:
@@ -177,7 +201,7 @@ class AddressSpace:
                 return folio
             if not fgp_flags & FGP_CREAT:
                 return None
-            folio = self._create_folio(index, order)
+            folio = self.filemap_create_folio(index, order)
             if folio is None:                      # EEXIST: someone filled the gap
                 self.stats.retries += 1
                 continue
@@ -192,40 +216,41 @@ class AddressSpace:
         return None if pfn is None else Folio(self.memory, pfn, order)
 
     def _overlaps(self, index: int, nr_pages: int) -> bool:
-        return self._lookup(index) is not None or self._holds_smaller(index, nr_pages)
+        return self.xa_load(index) is not None or self._holds_smaller(index, nr_pages)
 
     def _holds_smaller(self, index: int, nr_pages: int) -> bool:
         """A folio smaller than [index, index + nr_pages) starts inside it (what can
         overlap the range once a lookup of ``index`` missed)."""
-        step = 1 << self._min_order
-        folios = self._folios
+        step = 1 << self.min_order
+        folios = self.i_pages
         return any(map(folios.__contains__, range(index + step, index + nr_pages, step)))
 
-    def _insert(self, folio: Folio, index: int) -> None:
+    def page_cache_insert(self, folio: Folio, index: int) -> None:
         folio.index = index
         folio.pos = index << PAGE_SHIFT
         folio.mapping = self
-        self._folios[index] = folio
+        self.i_pages[index] = folio
         self._sorted = None
         self.nrpages += folio.nr_pages
-        if folio.order > self._top_order:
-            self._top_order = folio.order
+        if folio.order > self.top_order:
+            self.top_order = folio.order
         self.memory.lru[folio] = None
 
-    def _delete(self, folio: Folio) -> None:
+    def page_cache_delete(self, folio: Folio) -> None:
         """Take a folio out of the index and the LRU (its references are the caller's)."""
-        del self._folios[folio.index]
+        del self.i_pages[folio.index]
         self._sorted = None
         self.nrpages -= folio.nr_pages
         del self.memory.lru[folio]
         folio.mapping = None
 
-    def _move(self, folios: list[Folio], delta: int) -> None:
+    def page_cache_move(self, folios: list[Folio], delta: int) -> None:
         """Give cached folios the index ``index + delta`` (collapse and insert range
-        shifting extents), in one pass: as :meth:`_delete` then :meth:`_insert` of each
-        in the order given, which is the order they rejoin the LRU in. The caller sees
-        to it that none lands on a folio that is not moving."""
-        cached = self._folios
+        shifting extents), in one pass: as :meth:`page_cache_delete` then
+        :meth:`page_cache_insert` of each in the order given, which is the order they
+        rejoin the LRU in. The caller sees to it that none lands on a folio that is not
+        moving."""
+        cached = self.i_pages
         lru = self.memory.lru
         for folio in folios:
             del cached[folio.index]
@@ -240,9 +265,9 @@ class AddressSpace:
     def filemap_add_folio(self, folio: Folio, index: int) -> None:
         """Insert a folio from :meth:`filemap_alloc_folio` at ``index``. It comes back
         locked with the cache's reference added; the caller still owns its own."""
-        if not self._min_order <= folio.order <= self._max_order:
+        if not self.min_order <= folio.order <= self.max_order:
             raise ValueError(f"order-{folio.order} folio outside the mapping's order range "
-                             f"{self._min_order}..{self._max_order}")
+                             f"{self.min_order}..{self.max_order}")
         if index & (folio.nr_pages - 1):
             raise ValueError(f"index {index} is not aligned to an order-{folio.order} folio")
         if folio.mapping is not None:
@@ -252,20 +277,21 @@ class AddressSpace:
                           "overlap a cached folio")
         folio_lock(folio)
         folio_get(folio)
-        self._insert(folio, index)
+        self.page_cache_insert(folio, index)
 
-    def _create_folio(self, index: int, order: int, *, readahead: bool = False) -> Folio | None:
+    def filemap_create_folio(self, index: int, order: int, *,
+                             readahead: bool = False) -> Folio | None:
         """Allocate and insert a folio for ``index``, which a lookup just missed
         (unlocked, holding only the cache's reference). None means EEXIST at the minimum
         order: look up again. Readahead never reclaims; it returns None when memory runs
         out."""
-        min_order = self._min_order
-        index &= self._min_mask
+        min_order = self.min_order
+        index &= self.min_index_mask
         if order <= min_order:
             order = min_order
         else:
-            if order > self._max_order:
-                order = self._max_order
+            if order > self.max_order:
+                order = self.max_order
             if index & ((1 << order) - 1):
                 order = ffs0(index)
         memory = self.memory
@@ -277,7 +303,7 @@ class AddressSpace:
                 # after the miss, only a smaller folio inside the range can overlap
                 if order == min_order or not self._holds_smaller(index, 1 << order):
                     folio = Folio(memory, pfn, order)
-                    self._insert(folio, index)
+                    self.page_cache_insert(folio, index)
                     return folio
                 memory.free_pages(pfn, order)
                 err = errno.EEXIST
@@ -305,9 +331,10 @@ class AddressSpace:
         folio.uptodate = True                      # folio_mark_uptodate
         self.stats.read_folio += 1
 
-    def _read_folio_locked(self, folio: Folio) -> None:
-        """read_folio runs with the folio locked, as filemap_read_folio does (every
-        caller's folio is unlocked: just created, or checked; so the flag, inline)."""
+    def filemap_read_folio(self, folio: Folio) -> None:
+        """read_folio with the folio locked, as the kernel's filemap_read_folio runs it
+        (every caller's folio is unlocked: just created, or checked; so the flag,
+        inline)."""
         folio.locked = True                        # folio_lock
         try:
             self._read_folio(folio)
@@ -318,16 +345,16 @@ class AddressSpace:
         """An uptodate folio holding ``index``, read through ``a_ops.read_folio`` if
         needed (at the minimum order, as do_read_cache_folio does). Unlocked; the caller
         owns one reference."""
-        folio = self._folios.get(index & self._min_mask)
+        folio = self.i_pages.get(index & self.min_index_mask)
         if folio is not None and folio.uptodate:
             # the usual case, inline (a call costs more than the copy that follows):
-            # _lookup's first probe, then filemap_get_folio's accounting and reference
+            # xa_load's first probe, then filemap_get_folio's accounting and reference
             self.stats.folio_lookups += 1
             folio.referenced = True
             folio.refcount += 1
             return folio
         # with no folio above the minimum order cached, that probe was the whole lookup
-        probed = folio is None and self._top_order == self._min_order
+        probed = folio is None and self.top_order == self.min_order
         while True:
             if probed:                 # filemap_get_folio's count, of the lookup above
                 self.stats.folio_lookups += 1
@@ -335,19 +362,19 @@ class AddressSpace:
             else:
                 folio = self.filemap_get_folio(index)
             if folio is None:
-                folio = self._create_folio(index, self._min_order)
+                folio = self.filemap_create_folio(index, self.min_order)
                 if folio is None:
                     self.stats.retries += 1
                     continue
                 folio.refcount += 1
-                self._read_folio_locked(folio)
+                self.filemap_read_folio(folio)
                 return folio
             if not folio.uptodate:
                 if folio.locked:
                     folio_put(folio)
                     raise FolioDeadlock(f"folio at index {folio.index} is locked and not "
                                         "uptodate")
-                self._read_folio_locked(folio)
+                self.filemap_read_folio(folio)
             return folio
 
     # dirtying and writeback (mm/page-writeback.c)
@@ -366,7 +393,7 @@ class AddressSpace:
         """Take a folio out of the cache and drop the cache's reference."""
         if folio.mapping is not self:
             raise ValueError("folio is not in this mapping")
-        self._delete(folio)
+        self.page_cache_delete(folio)
         folio_put(folio)
 
     def split_folio(self, folio: Folio, new_order: int | None = None) -> bool:
@@ -374,7 +401,7 @@ class AddressSpace:
         order); see :func:`huge_memory.split_folio_to_order`."""
         if folio.mapping is not self:
             raise ValueError("folio is not in this mapping")
-        return split_folio_to_order(folio, self._min_order if new_order is None else new_order)
+        return split_folio_to_order(folio, self.min_order if new_order is None else new_order)
 
     # mm/truncate.c's entry points, as methods too (the functions take the mapping first)
     truncate_inode_pages_range = truncate_inode_pages_range
@@ -397,8 +424,8 @@ class AddressSpace:
         if length <= 0:
             return b""
         end = pos + length
-        folios = self._folios
-        folio = folios.get(pos >> PAGE_SHIFT & self._min_mask)
+        folios = self.i_pages
+        folio = folios.get(pos >> PAGE_SHIFT & self.min_index_mask)
         if folio is not None and folio.uptodate and end <= folio.pos + folio.size:
             folio.referenced = True        # all in one folio: no batch to gather
             stats = self.stats
@@ -406,13 +433,13 @@ class AddressSpace:
             stats.bytes_copied += length
             offset = pos - folio.pos
             return bytes(folio.data[offset:offset + length])
-        if length >> PAGE_SHIFT >> self._min_order < _BATCH_MIN:
+        if length >> PAGE_SHIFT >> self.min_order < _BATCH_MIN:
             return self._filemap_read_folios(pos, end)   # a few folios: a loop is cheaper
         # Folios starting at every minimum-order index of the range; a None (a page not
         # cached in a folio of the minimum order) fails the uptodate test below.
         batch = cast("list[Folio]", list(map(folios.get, range(
-            pos >> PAGE_SHIFT & self._min_mask, ((end - 1) >> PAGE_SHIFT) + 1,
-            1 << self._min_order))))
+            pos >> PAGE_SHIFT & self.min_index_mask, ((end - 1) >> PAGE_SHIFT) + 1,
+            1 << self.min_order))))
         try:
             if not all(map(_UPTODATE, batch)):
                 return self._filemap_read_folios(pos, end)
@@ -434,13 +461,13 @@ class AddressSpace:
     def _filemap_read_folios(self, pos: int, end: int) -> bytes:
         """filemap_read folio by folio: misses, larger folios, folios not uptodate."""
         length = end - pos
-        folios = self._folios
+        folios = self.i_pages
         chunks = []
         index = pos >> PAGE_SHIFT
         while pos < end:
             folio = folios.get(index)
             if folio is None:
-                folio = self._lookup(index)
+                folio = self.xa_load(index)
                 if folio is None:
                     folio = page_cache_sync_ra(self, index, (end - 1) >> PAGE_SHIFT)
             if not folio.uptodate:
@@ -470,22 +497,22 @@ class AddressSpace:
             raise OSError(errno.EINVAL, f"generic_perform_write at negative position {pos}")
         src = memoryview(data).cast("B")
         total = len(src)
-        folios = self._folios
-        mask = self._min_mask
+        folios = self.i_pages
+        mask = self.min_index_mask
         stats = self.stats
         done = 0
         while done < total:
             index = pos >> PAGE_SHIFT
             stats.folio_lookups += 1
-            folio = folios.get(index & mask)       # _lookup's first probe, inline
+            folio = folios.get(index & mask)       # xa_load's first probe, inline
             if folio is None:
-                if self._top_order != self._min_order:  # else that probe was the lookup
-                    folio = self._lookup(index)
+                if self.top_order != self.min_order:    # else that probe was the lookup
+                    folio = self.xa_load(index)
                 while folio is None:
-                    folio = self._create_folio(index, fgf_set_order(total - done))
+                    folio = self.filemap_create_folio(index, fgf_set_order(total - done))
                     if folio is None:
                         stats.retries += 1
-                        folio = self._lookup(index)
+                        folio = self.xa_load(index)
             if folio.locked:
                 raise FolioDeadlock(f"write to folio at index {folio.index}, which the "
                                     "caller holds locked")
@@ -509,8 +536,8 @@ class AddressSpace:
         return iter(self.folios())
 
     def __repr__(self) -> str:
-        return (f"<AddressSpace orders {self._min_order}..{self._max_order}, "
-                f"{len(self._folios)} folios, {self.nrpages} pages>")
+        return (f"<AddressSpace orders {self.min_order}..{self.max_order}, "
+                f"{len(self.i_pages)} folios, {self.nrpages} pages>")
 
 
 # Kernel-style spellings: the methods above as functions taking the mapping first

@@ -23,7 +23,7 @@ def split_folio_to_order(folio: Folio, new_order: int) -> bool:
         return False
     memory = folio.memory
     memory.split_pages(folio.pfn, folio.order, new_order)
-    mapping._delete(folio)
+    mapping.page_cache_delete(folio)
     folio.refcount = 0
     for k in range(0, folio.nr_pages, 1 << new_order):
         piece = Folio(memory, folio.pfn + k, new_order)
@@ -31,7 +31,7 @@ def split_folio_to_order(folio: Folio, new_order: int) -> bool:
         piece.dirty = folio.dirty
         piece.locked = folio.locked and k == 0
         piece.referenced = folio.referenced
-        mapping._insert(piece, folio.index + k)
+        mapping.page_cache_insert(piece, folio.index + k)
     mapping.stats.splits += 1
     return True
 

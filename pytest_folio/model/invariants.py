@@ -26,7 +26,7 @@ def check_mapping(mapping: AddressSpace) -> None:
     previous_end = -1
     total = 0
     frames: list[tuple[int, int]] = []
-    for key, folio in sorted(mapping._folios.items()):
+    for key, folio in sorted(mapping.i_pages.items()):
         where = f"folio at index {folio.index} (order {folio.order})"
         if key != folio.index:
             raise InvariantError(f"{where} is filed under index {key}")

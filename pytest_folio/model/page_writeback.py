@@ -73,6 +73,6 @@ def do_writepages(mapping: AddressSpace, lstart: int, lend: int) -> None:
     if writepage is None:
         return
     last = (1 << 63) if lend < 0 else lend >> PAGE_SHIFT
-    for folio in mapping._folios_in(lstart >> PAGE_SHIFT, last):
+    for folio in mapping.filemap_get_folios(lstart >> PAGE_SHIFT, last):
         if folio.dirty:
             writeback_folio(mapping, folio, writepage)

@@ -56,10 +56,10 @@ def mapping_set_folio_order_range(mapping: AddressSpace, min_order: int,
             f"physical memory of {format_size(mapping.memory.size)} is too small for "
             f"order-{min_order} folios: it needs at least "
             f"{format_size(PAGE_SIZE << min_order)}")
-    mapping._min_order = min_order
-    mapping._min_mask = ~((1 << min_order) - 1)
-    mapping._max_order = max_order
-    mapping._top_order = max(mapping._top_order, min_order)
+    mapping.min_order = min_order
+    mapping.min_index_mask = ~((1 << min_order) - 1)
+    mapping.max_order = max_order
+    mapping.top_order = max(mapping.top_order, min_order)
 
 
 def mapping_set_folio_min_order(mapping: AddressSpace, min_order: int) -> None:
@@ -73,17 +73,17 @@ def mapping_set_large_folios(mapping: AddressSpace) -> None:
 
 
 def mapping_min_folio_order(mapping: AddressSpace) -> int:
-    return mapping._min_order
+    return mapping.min_order
 
 
 def mapping_max_folio_order(mapping: AddressSpace) -> int:
-    return mapping._max_order
+    return mapping.max_order
 
 
 def mapping_min_folio_nrpages(mapping: AddressSpace) -> int:
-    return 1 << mapping._min_order
+    return 1 << mapping.min_order
 
 
 def mapping_align_index(mapping: AddressSpace, index: int) -> int:
     """``index`` rounded down to the minimum order (where a folio holding it starts)."""
-    return index & mapping._min_mask
+    return index & mapping.min_index_mask

@@ -152,7 +152,7 @@ class Ramfs(Vfs):
         mapping = inode.i_mapping
         assert mapping is not None
         index, last = start >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT
-        cached, mask, stats = mapping._folios, mapping._min_mask, mapping.stats
+        cached, mask, stats = mapping.i_pages, mapping.min_index_mask, mapping.stats
         while index <= last:
             folio = cached.get(index & mask)
             inline = folio is not None and folio.uptodate and not folio.locked
@@ -189,8 +189,8 @@ class Ramfs(Vfs):
         if dst < src:
             mapping.truncate_inode_pages_range(dst, src - 1)
         delta = (dst - src) >> PAGE_SHIFT
-        moving = mapping._folios_in(src >> PAGE_SHIFT, MAX_LFS_FILESIZE >> PAGE_SHIFT)
-        mapping._move(moving if delta < 0 else moving[::-1], delta)
+        moving = mapping.filemap_get_folios(src >> PAGE_SHIFT, MAX_LFS_FILESIZE >> PAGE_SHIFT)
+        mapping.page_cache_move(moving if delta < 0 else moving[::-1], delta)
         size = inode.i_size + dst - src
         self._set_size(inode, size)
         eof = mapping.filemap_get_folio(size >> PAGE_SHIFT) if size & (self.blocksize - 1) else None

@@ -48,7 +48,7 @@ def page_cache_ra_order(mapping: AddressSpace, index: int, nr_pages: int,
     if mapping.i_size is not None:
         limit = min(limit, (mapping.i_size - 1) >> PAGE_SHIFT)
     while index <= limit:
-        cached = mapping._lookup(index)
+        cached = mapping.xa_load(index)
         if cached is not None:
             index = folio_next_index(cached)
             continue
@@ -57,10 +57,10 @@ def page_cache_ra_order(mapping: AddressSpace, index: int, nr_pages: int,
             order = ffs0(index)
         while order > min_order and index + (1 << order) - 1 > limit:
             order -= 1
-        folio = mapping._create_folio(index, order, readahead=True)
+        folio = mapping.filemap_create_folio(index, order, readahead=True)
         if folio is None:
             break
-        mapping._read_folio_locked(folio)
+        mapping.filemap_read_folio(folio)
         mapping.stats.readahead += 1
         index = folio_next_index(folio)
     mapping.ra.next = index
@@ -81,12 +81,12 @@ def page_cache_sync_ra(mapping: AddressSpace, index: int, last: int) -> Folio:
         order = 0
     ra.order = page_cache_ra_order(mapping, index, size, order)
     ra.size = size
-    folio = mapping._lookup(index)
+    folio = mapping.xa_load(index)
     while folio is None:                       # readahead ran out of memory
-        folio = mapping._create_folio(index, mapping.mapping_min_folio_order())
+        folio = mapping.filemap_create_folio(index, mapping.mapping_min_folio_order())
         if folio is None:
             mapping.stats.retries += 1
-            folio = mapping._lookup(index)
+            folio = mapping.xa_load(index)
             continue
-        mapping._read_folio_locked(folio)
+        mapping.filemap_read_folio(folio)
     return folio

@@ -40,7 +40,7 @@ def truncate_inode_folio(mapping: AddressSpace, folio: Folio) -> None:
     and the cache's reference (filemap_remove_folio, without its check: the callers
     found the folio in the mapping)."""
     folio.dirty = False
-    mapping._delete(folio)
+    mapping.page_cache_delete(folio)
     folio_put(folio)
     mapping.stats.truncated += 1
 
@@ -52,7 +52,7 @@ def truncate_inode_pages_range(mapping: AddressSpace, lstart: int, lend: int = -
         lend = _NO_END
     if lend < lstart:
         return
-    for folio in mapping._folios_in(lstart >> PAGE_SHIFT, lend >> PAGE_SHIFT):
+    for folio in mapping.filemap_get_folios(lstart >> PAGE_SHIFT, lend >> PAGE_SHIFT):
         if folio.locked:                                     # a hot loop: the fields
             raise FolioDeadlock(f"truncate of folio at index {folio.index}, which the "
                                 "caller holds locked")
@@ -66,7 +66,7 @@ def truncate_inode_pages_range(mapping: AddressSpace, lstart: int, lend: int = -
         if not folio_test_large(folio):
             continue
         if split_folio(folio):
-            for piece in mapping._folios_in(start >> PAGE_SHIFT, end >> PAGE_SHIFT):
+            for piece in mapping.filemap_get_folios(start >> PAGE_SHIFT, end >> PAGE_SHIFT):
                 if lstart <= piece.pos and piece.pos + piece.size - 1 <= lend:
                     truncate_inode_folio(mapping, piece)
         elif not folio_test_dirty(folio):
@@ -82,7 +82,7 @@ def invalidate_mapping_pages(mapping: AddressSpace, start: int = 0, end: int = -
     [start, end] (end -1: to the end). Returns how many were dropped."""
     last = _NO_END if end < 0 else end
     dropped = 0
-    for folio in mapping._folios_in(start, last):
+    for folio in mapping.filemap_get_folios(start, last):
         if (folio.index < start or folio_next_index(folio) - 1 > last
                 or folio_test_dirty(folio) or folio_test_locked(folio)
                 or folio_test_writeback(folio)):
