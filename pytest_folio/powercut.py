@@ -14,6 +14,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_folio.files import write_file
 from pytest_folio.shrink import ddmin
 from pytest_folio.vmabi import CUT_MARK, MARK, PHASES, POWERCUT_ENV
 
@@ -73,10 +74,7 @@ def announce_cut(text: str, console: str = "/dev/console") -> None:
 
 def write_cut_log(path: Path, log: dict[str, Any]) -> None:
     """The cut boot's log of what it did, on the disk before the host is asked to cut."""
-    with path.open("w") as f:
-        json.dump(log, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
+    write_file(path, json.dumps(log, indent=1))
 
 
 def read_cut_log(path: Path) -> dict[str, Any] | None:
