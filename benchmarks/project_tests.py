@@ -25,12 +25,17 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 
-def slowest(junit: Path, count: int) -> tuple[list[tuple[float, str]], float]:
-    """The ``count`` slowest test cases of a JUnit XML report, and the sum of all."""
-    cases = [(float(case.get("time", 0)), f"{case.get('classname')}::{case.get('name')}")
-             for case in ET.parse(junit).iter("testcase")]
+def slowest(junit: Path, count: int) -> tuple[list[tuple[float, str]], float, list[str]]:
+    """The ``count`` slowest test cases of a JUnit XML report, the sum of all, and the
+    cases that failed or errored (a failing run's figure needs their names beside it)."""
+    cases, failed = [], []
+    for case in ET.parse(junit).iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        cases.append((float(case.get("time", 0)), name))
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(name)
     cases.sort(reverse=True)
-    return cases[:count], sum(t for t, _ in cases)
+    return cases[:count], sum(t for t, _ in cases), failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,14 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        top, total = slowest(junit, opts.slowest) if junit.exists() else ([], 0.0)
+        top, total, failed = (slowest(junit, opts.slowest) if junit.exists()
+                              else ([], 0.0, []))
     print(f"command: {' '.join(command[1:])}")
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s, load {load_before:.1f} -> "
           f"{os.getloadavg()[0]:.1f}; items add up to {total:.0f} s")
     for seconds, name in top:
         print(f"{seconds:8.1f} s  {100 * seconds / max(total, 1e-9):4.1f}%  {name}")
     if status not in (0, 5):
-        print(f"pytest exited with {status}")
+        print(f"pytest exited with {status}", *(f"failed: {name}" for name in failed),
+              sep="\n")
         return 2
     if status == 5:
         print("no tests ran")
