@@ -145,6 +145,19 @@ class OpMaker:
         return [Op("read", offset, 0) if rng.getrandbits(1) else Op("write", offset, 0,
                                                                      "rand", 0)]
 
+    def edge_tour(self, zero_length: bool) -> list[Op]:
+        """Every edge at the device's end once, whatever the seed: where the random
+        draws reach an edge only now and then, a short run must not miss one."""
+        size, esz = self.layout.size, self.layout.erasesize
+        ops = [Op("read", size - 1, 1), Op("read", size - PAGE_SIZE, PAGE_SIZE),
+               Op("erase", size - esz, esz), Op("read", size - esz, esz)]
+        if esz > PAGE_SIZE:     # part of the last eraseblock, whole pages, then not
+            ops += [Op("erase", size - PAGE_SIZE, PAGE_SIZE), Op("erase", size - 1, 1)]
+        if zero_length:
+            ops += [Op("read", size, 0), Op("write", size, 0, "rand", 0),
+                    Op("read", 0, 0), Op("erase", 0, 0), Op("erase", size, 0)]
+        return ops
+
     def random_ops(self, zero_length: bool = True) -> list[Op]:
         pick = self.rng.random()
         if pick < 0.29:
@@ -205,6 +218,8 @@ def random_ops(layout: Layout, seed: int, count: int, passes: int = 4,
             yield Op("erase", first, -(-(op.offset + op.length) // esz) * esz - first)
         yield op
 
+    for op in make.edge_tour(zero_length):
+        yield from programmable(op)
     done = 0
     for number in range(count):
         for op in make.random_ops(zero_length):
