@@ -528,7 +528,7 @@ class Runner:
                     fs.drop_caches(args[0])
             return None
         if kind == "copy_file_range":
-            return fs.copy_file_range(slots[args[0]].fd, slots[args[1]].fd, *args[2:])
+            return self.copy_all(slots[args[0]].fd, slots[args[1]].fd, *args[2:])
         if kind in ("unlink", "mkdir", "rmdir", "rename", "listdir"):
             return getattr(fs, kind)(*args)
         fd = slots[args[0]].fd
@@ -543,6 +543,26 @@ class Runner:
         if kind == "mmap_read":
             return fs.mmap_read(fd, args[1], args[2])
         return getattr(fs, kind)(fd, *args[1:])
+
+    def copy_all(self, src: int, dst: int, count: int, offset_src: int,
+                 offset_dst: int) -> int:
+        """copy_file_range as cp calls it: again after a short copy, until all is copied
+        or it copies nothing. Linux lets any copy be short (XFS copies whole blocks by
+        sharing them, then stops), so the total is what both sides must agree on. An
+        error after some progress ends the copy short, as a short count would."""
+        done = 0
+        while done < count:
+            try:
+                n = self.fs.copy_file_range(src, dst, count - done, offset_src + done,
+                                            offset_dst + done)
+            except OSError:
+                if not done:
+                    raise
+                break
+            if n <= 0:
+                break
+            done += n
+        return done
 
     def two_bad_arguments(self, op: Op) -> bool:
         """Whether ``op`` has a descriptor that cannot do it and an offset out of range
