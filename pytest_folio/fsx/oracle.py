@@ -566,8 +566,15 @@ class Runner:
 
     def two_bad_arguments(self, op: Op) -> bool:
         """Whether ``op`` has a descriptor that cannot do it and an offset out of range
-        at once: Linux checks them in an order no other implementation has to share."""
+        at once, or is a rename between a directory and its own descendant with a
+        trailing slash on a name: Linux checks those in an order no other implementation
+        has to share (and 7.2 checks a rename's ancestry before its trailing slash,
+        where 6.1 did the other way round)."""
         kind, *args = op
+        if kind == "rename":
+            old, new = (name.rstrip("/") for name in args)
+            nested = old.startswith(new + "/") or new.startswith(old + "/")
+            return nested and any(name.endswith("/") for name in args)
         rng = _range(op)
         if rng is None or kind == "ftruncate":
             return False

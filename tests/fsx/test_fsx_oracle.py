@@ -275,3 +275,14 @@ def test_a_copy_that_claims_more_than_it_copied_still_differs() -> None:
     with pytest.raises(Mismatch):
         compare(target, Ramfs(features="full"),
                 generate(1, common(target, Ramfs(features="full")), 3000))
+
+
+@pytest.mark.parametrize(("op", "either"), [
+    (("rename", "d/e/", "d"), True),      # 7.2: ENOTEMPTY (ancestry); 6.1: ENOTDIR
+    (("rename", "d/", "d/e"), True),
+    (("rename", "d/e", "d"), False),      # no slash: one reason, one errno
+    (("rename", "a/", "b"), False),       # not nested
+])
+def test_a_nested_rename_with_a_trailing_slash_may_fail_for_either_reason(
+        op: tuple[str, str, str], either: bool) -> None:
+    assert Runner(Ramfs()).two_bad_arguments(op) is either
