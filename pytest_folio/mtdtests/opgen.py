@@ -150,7 +150,10 @@ class OpMaker:
         draws reach an edge only now and then, a short run must not miss one."""
         size, esz = self.layout.size, self.layout.erasesize
         ops = [Op("read", size - 1, 1), Op("read", size - PAGE_SIZE, PAGE_SIZE),
-               Op("erase", size - esz, esz), Op("read", size - esz, esz)]
+               Op("erase", size - esz, esz), Op("read", size - esz, esz),
+               # the whole device erased over data in its last eraseblock
+               self.write(size - esz, esz, "rand"), Op("erase", 0, size),
+               Op("read", size - esz, esz)]
         if esz > PAGE_SIZE:     # part of the last eraseblock, whole pages, then not
             ops += [Op("erase", size - PAGE_SIZE, PAGE_SIZE), Op("erase", size - 1, 1)]
         if zero_length:
