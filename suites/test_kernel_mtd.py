@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,23 @@ def _interleaved_sides(staged: Path) -> dict[str, str]:
     return {"base": "kernel, stock block2mtd", "patched": f"kernel, block2mtd built with {origin}"}
 
 
+def _in_turn(staged: Path, devices: list[KernelDevice], passes: int,
+             step: Callable[[int, str, KernelDevice], None]) -> list[KernelDevice]:
+    """The stock and the built block2mtd loaded in turn, ABBA..., ``step(pass, side,
+    device)`` on every device each time; the boot's module again after, for the items
+    that follow. The devices as they are at the end (each swap reattaches them)."""
+    order = ["base", "patched"]
+    try:
+        for n in range(passes):
+            for side in (order if n % 2 == 0 else order[::-1]):
+                devices = swap_block2mtd(staged / side / "block2mtd.ko", devices)
+                for device in devices:
+                    step(n, side, device)
+    finally:
+        devices = swap_block2mtd(staged / "base" / "block2mtd.ko", devices)
+    return devices
+
+
 def test_kernel_mtd_speedtest_interleaved(request: pytest.FixtureRequest) -> None:
     """Base and patched block2mtd in turn in one boot (``vm --interleave``): every pass
     swaps the module and runs mtd_speedtest on each device, in the order ABBA..., so a
@@ -149,15 +167,9 @@ def test_kernel_mtd_speedtest_interleaved(request: pytest.FixtureRequest) -> Non
     sides = _interleaved_sides(Path(staged))
     samples: dict[str, dict[int, dict[str, list[float]]]] = {
         side: {d.number: {} for d in devices} for side in sides}
-    order = list(sides)
-    try:
-        for n in range(INTERLEAVED_PASSES):
-            for side in (order if n % 2 == 0 else order[::-1]):
-                devices = swap_block2mtd(Path(staged) / side / "block2mtd.ko", devices)
-                for device in devices:
-                    _speed_pass(request, (Path(modules), device), samples[side][device.number])
-    finally:  # the boot's module again, for the items after this one
-        swap_block2mtd(Path(staged) / "base" / "block2mtd.ko", devices)
+    devices = _in_turn(Path(staged), devices, INTERLEAVED_PASSES, lambda n, side, device:
+                       _speed_pass(request, (Path(modules), device),
+                                   samples[side][device.number]))
     for side, target in sides.items():
         for device in devices:
             _announce(request, device, samples[side][device.number], target)
@@ -177,21 +189,17 @@ def test_block2mtd_invalidate_race_interleaved(request: pytest.FixtureRequest) -
     seconds = settings(request.config).race_seconds
     totals = {side: RaceCounts() for side in sides}
     runs: dict[str, dict[int, list[float]]] = {side: {} for side in sides}
-    order = list(sides)
-    try:
-        for n in range(RACE_PASSES):
-            for side in (order if n % 2 == 0 else order[::-1]):
-                devices = swap_block2mtd(Path(staged) / side / "block2mtd.ko", devices)
-                for device in devices:
-                    dev = open_mtd_char(device.path, allow_destructive=True)
-                    try:
-                        counts = run_invalidate_race(dev, seconds, run_seed(request.config) + n)
-                    finally:
-                        dev.close()
-                    totals[side].add(counts)
-                    runs[side].setdefault(device.number, []).append(float(len(counts.lost)))
-    finally:  # the boot's module again, for the items after this one
-        swap_block2mtd(Path(staged) / "base" / "block2mtd.ko", devices)
+
+    def race(n: int, side: str, device: KernelDevice) -> None:
+        dev = open_mtd_char(device.path, allow_destructive=True)
+        try:
+            counts = run_invalidate_race(dev, seconds, run_seed(request.config) + n)
+        finally:
+            dev.close()
+        totals[side].add(counts)
+        runs[side].setdefault(device.number, []).append(float(len(counts.lost)))
+
+    devices = _in_turn(Path(staged), devices, RACE_PASSES, race)
     lines = []
     for side, what in sides.items():
         shown = sum(1 for per in runs[side].values() for lost in per if lost)
