@@ -73,6 +73,23 @@ class FsReadWrite(_Base):
                 f"gap after a file of {size} bytes")
             filesystem.close(fd)
 
+    def test_a_block_long_pwrite_from_inside_a_new_block_zero_fills_its_head(
+            self, filesystem: AnyFileSystem) -> None:
+        """A write exactly one block long starting inside a block past EOF leaves zeroes
+        before it in that block. Linux's simple_write_begin() took such a write for a
+        whole-folio one once folios were larger than a page, and left the folio's head
+        holding whatever the memory held before (freed file data, here)."""
+        bs = filesystem.blocksize
+        data = pattern(bs, 13)
+        for start in sorted(s for s in {1, PAGE_SIZE + 1, bs // 2 + 3} if s < bs):
+            stale = self.create(filesystem, "stale", b"\xa5" * (4 * bs))
+            filesystem.close(stale)
+            filesystem.unlink("stale")
+            fd = self.create(filesystem, "f", b"abc")
+            assert filesystem.pwrite(fd, data, bs + start) == bs
+            self.assert_contents(filesystem, fd, b"abc" + bytes(bs + start - 3) + data)
+            filesystem.close(fd)
+
     def test_pwrite_after_truncate_down_leaves_zeroes_in_the_gap(
             self, filesystem: AnyFileSystem) -> None:
         bs = filesystem.blocksize
