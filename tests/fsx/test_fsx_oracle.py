@@ -112,7 +112,9 @@ def test_a_broken_target_fails_with_a_short_sequence_and_the_replay_agrees(
     assert {"--folio-fs=tests.helpers.fsx_broken:OAppendIgnored", f"--folio-fsx-dir={keep}",
             "--folio-block-sizes=16K", "--folio-seed=7"} <= set(words)
     log = next(w for w in words if w.startswith("--folio-fs-oracle-replay="))
-    assert len(load_ops(Path(log.split("=", 1)[1]).read_text())) == int(count.group(1))
+    kept_log = Path(log.split("=", 1)[1])
+    assert kept_log.is_relative_to(pytester.path / ".folio" / "failures")   # outlives tmp
+    assert len(load_ops(kept_log.read_text())) == int(count.group(1))
     again = pytester.runpytest(*words[3:], "-p", "no:cacheprovider")
     again.assert_outcomes(failed=1)
     assert first in again.stdout.lines
