@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import errno
 from collections.abc import Iterator
-from operator import attrgetter
 from typing import Protocol, cast
 
 from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
@@ -67,8 +66,6 @@ from pytest_folio.model.truncate import (
 from pytest_folio.model.vmscan import try_to_free_pages
 from pytest_folio.sizes import ffs0, format_size
 
-_DATA = attrgetter("data")
-_UPTODATE = attrgetter("uptodate")
 _BATCH_MIN = 4                # folios from which filemap_read gathers a batch
 
 
@@ -426,13 +423,23 @@ class AddressSpace:
         end = pos + length
         folios = self.i_pages
         folio = folios.get(pos >> PAGE_SHIFT & self.min_index_mask)
-        if folio is not None and folio.uptodate and end <= folio.pos + folio.size:
-            folio.referenced = True        # all in one folio: no batch to gather
-            stats = self.stats
-            stats.folio_lookups += 1
-            stats.bytes_copied += length
-            offset = pos - folio.pos
-            return bytes(folio.data[offset:offset + length])
+        if folio is not None and folio.uptodate:
+            boundary = folio.pos + folio.size
+            if end <= boundary:
+                folio.referenced = True        # all in one folio: no batch to gather
+                stats = self.stats
+                stats.folio_lookups += 1
+                stats.bytes_copied += length
+                offset = pos - folio.pos
+                return bytes(folio.data[offset:offset + length])
+            # across into the next folio only (large folios): two, gathered at once
+            after = folios.get(folio.index + folio.nr_pages)
+            if after is not None and after.uptodate and end <= boundary + after.size:
+                folio.referenced = after.referenced = True
+                stats = self.stats
+                stats.folio_lookups += 2
+                stats.bytes_copied += length
+                return b"".join((folio.data[pos - folio.pos:], after.data[:end - boundary]))
         if length >> PAGE_SHIFT >> self.min_order < _BATCH_MIN:
             return self._filemap_read_folios(pos, end)   # a few folios: a loop is cheaper
         # Folios starting at every minimum-order index of the range; a None (a page not
@@ -440,17 +447,19 @@ class AddressSpace:
         batch = cast("list[Folio]", list(map(folios.get, range(
             pos >> PAGE_SHIFT & self.min_index_mask, ((end - 1) >> PAGE_SHIFT) + 1,
             1 << self.min_order))))
+        # Marked accessed while checked: should one not be uptodate (or a None), the
+        # loop below marks the ones before it again, on its way to it.
         try:
-            if not all(map(_UPTODATE, batch)):
-                return self._filemap_read_folios(pos, end)
+            for folio in batch:
+                if not folio.uptodate:
+                    return self._filemap_read_folios(pos, end)
+                folio.referenced = True
         except AttributeError:
             return self._filemap_read_folios(pos, end)
-        for folio in batch:
-            folio.referenced = True
         stats = self.stats
         stats.folio_lookups += len(batch)
         stats.bytes_copied += length
-        views = list(map(_DATA, batch))
+        views = [folio.data for folio in batch]
         last = batch[-1]
         if end != last.pos + last.size:                   # both ends may be partial
             views[-1] = views[-1][:end - last.pos]

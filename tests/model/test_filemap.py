@@ -189,15 +189,20 @@ def test_read_mapping_folio_reads_once_through_a_ops() -> None:
     assert mapping.stats.read_folio == 1
 
 
-def test_a_read_over_many_cached_folios_counts_and_marks_each_one() -> None:
-    mapping, _ = make_mapping(1, 1)
-    data = bytes(range(256)) * 256                      # 64 KiB: eight order-1 folios
+@pytest.mark.parametrize(("order", "folios", "pos", "length"), [
+    (1, 8, 100, pages(16) - 200),              # many: gathered as one batch
+    (2, 2, pages(2), pages(4)),                # across two large folios only
+], ids=["many", "two"])
+def test_a_read_over_cached_folios_counts_and_marks_each_one(
+        order: int, folios: int, pos: int, length: int) -> None:
+    mapping, _ = make_mapping(order, order)
+    data = bytes(range(256)) * (folios * pages(1 << order) // 256)
     mapping.generic_perform_write(0, data)
     for folio in mapping.folios():
         folio.referenced = False
     before = mapping.stats.snapshot()
-    assert mapping.filemap_read(100, len(data) - 200) == data[100:-100]
-    assert mapping.stats.delta(before) == {"folio_lookups": 8, "bytes_copied": len(data) - 200}
+    assert mapping.filemap_read(pos, length) == data[pos:pos + length]
+    assert mapping.stats.delta(before) == {"folio_lookups": folios, "bytes_copied": length}
     assert all(folio.referenced for folio in mapping.folios())
 
 
