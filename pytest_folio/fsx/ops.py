@@ -31,7 +31,6 @@ from pytest_folio.fsx.log import (
 )
 from pytest_folio.fsx.probe import FALLOC_MODE_OF, UNSUPPORTED
 from pytest_folio.fsx.state import PAGE_MASK, PAGE_SIZE, FsxState
-from pytest_folio.targets.protocols import DropCaches
 from pytest_folio.uapi import FALLOC_FL_KEEP_SIZE
 
 # The words fsx uses for the two: in "skipping zero length ...", "... to largest ever",
@@ -252,6 +251,7 @@ class FsxOperations(FsxState):
         it again."""
         self._syscall(180, "docloseopen: close", self.fs.close, self.fd)
         self.fd = None
-        if isinstance(self.fs, DropCaches):
-            self._syscall(181, "docloseopen: drop_caches", self.fs.drop_caches, self.path)
+        if self.dropper is not None:
+            self._syscall(181, "docloseopen: drop_caches", self.dropper.drop_caches,
+                          self.path)
         self.fd = self._syscall(182, "docloseopen: open", self.fs.open, self.path, os.O_RDWR, 0)

@@ -74,6 +74,8 @@ class FsxState:
                  artifacts: str | os.PathLike[str] | None = None, record: bool = False,
                  echo: Callable[[str], None] | None = None, note: str = "") -> None:
         self.fs = fs
+        # asked once: isinstance against a runtime-checkable Protocol walks its members
+        self.dropper: DropCaches | None = fs if isinstance(fs, DropCaches) else None
         self.opts = options or FsxOptions()
         self.path = path
         self.fname = fname or path
@@ -261,8 +263,8 @@ class FsxState:
         assert self.fd is not None
         if OP_FSYNC not in self.caps.unsupported:
             self._syscall(212, "doflush: fsync", self.fs.fsync, self.fd)
-        if isinstance(self.fs, DropCaches):
-            self._syscall(213, "doflush: drop_caches", self.fs.drop_caches, self.path)
+        if self.dropper is not None:
+            self._syscall(213, "doflush: drop_caches", self.dropper.drop_caches, self.path)
 
     def check_contents(self) -> None:
         """Read the whole file and the mapped EOF page and compare with the model."""
