@@ -32,6 +32,55 @@ from pytest_folio.vm.source import KernelSource, SourceCache, check_compiler
 BUILD_FORMAT = "1"  # bump when the layout of a build directory changes
 MTD_TESTS_DIR = "drivers/mtd/tests"
 MAKE_JOBS = "2"
+# No BTF for the modules built here: it needs pahole (Debian's 6.12+ headers ship the
+# vmlinux it reads), and a module under test needs no type information for BPF.
+NO_BTF = "CONFIG_DEBUG_INFO_BTF_MODULES="
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleForm:
+    """Built-in code that builds, patched, as a module of a name of its own.
+
+    The built-in file system stays registered under its name, so a module of the same
+    name could never load; this one registers the patched code as file system ``name``
+    beside it. ``main`` (the file that registers ``fs_type`` with an ``fs_initcall``)
+    is compiled through :data:`FORM_WRAPPER`, which renames the file system first."""
+
+    name: str      # the module's name, and its file system's
+    main: str      # the .c file with the file_system_type and its fs_initcall
+    fs_type: str   # that struct file_system_type variable
+
+
+RAMFS_MODULE = "ramfs_patched"
+# directory -> its module form; a patch to any other built-in code needs --build-kernel
+MODULE_FORMS = {"fs/ramfs": ModuleForm(RAMFS_MODULE, "inode.c", "ramfs_fs_type")}
+
+FORM_WRAPPER = """\
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Written by pytest-folio's VM runner: {directory}/{main} as patched, in module
+ * {name}, registering file system "{name}" beside the kernel's built-in one.
+ * The file's own fs_initcall becomes this module's init, which renames it first.
+ */
+#include <linux/module.h>
+#undef fs_initcall
+#define fs_initcall(fn) \\
+	static int __init folio_module_init(void) \\
+	{{ \\
+		{fs_type}.name = "{name}"; \\
+		return fn(); \\
+	}} \\
+	static void __exit folio_module_exit(void) \\
+	{{ \\
+		unregister_filesystem(&{fs_type}); \\
+	}} \\
+	module_init(folio_module_init); \\
+	module_exit(folio_module_exit)
+#include "{main}"
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("{directory}, patched, as file system {name}");
+MODULE_ALIAS_FS("{name}");
+"""
 
 
 class BuildError(VMError):
@@ -103,14 +152,40 @@ def module_of(makefile: Path, source: str) -> tuple[str, list[str]] | None:
     return None
 
 
+def _obj_lines(makefile: Path) -> list[tuple[str, list[str]]]:
+    """A kernel Makefile's ``obj-X += a.o b.o`` lines as (X, objects): X is ``y``,
+    ``m`` or ``$(CONFIG_...)``."""
+    text = re.sub(r"\\\n", " ", makefile.read_text(errors="replace"))
+    lines = []
+    for line in text.splitlines():
+        match = re.match(r"\s*obj-(y|m|\$\(CONFIG_\w+\))\s*[:+]?=\s*(.*)",
+                         line.split("#", 1)[0])
+        if match:
+            lines.append((match.group(1), match.group(2).split()))
+    return lines
+
+
 def obj_config(makefile: Path, name: str) -> str | None:
     """The option that builds module ``name`` of a kernel Makefile: ``CONFIG_X`` for
     ``obj-$(CONFIG_X) += name.o``; None when it is built in (``obj-y``) or not named."""
-    text = re.sub(r"\\\n", " ", makefile.read_text(errors="replace"))
-    for line in text.splitlines():
-        match = re.match(r"\s*obj-\$\((CONFIG_\w+)\)\s*[:+]?=\s*(.*)", line.split("#", 1)[0])
-        if match and f"{name}.o" in match.group(2).split():
-            return match.group(1)
+    for kind, objects in _obj_lines(makefile):
+        if kind.startswith("$(") and f"{name}.o" in objects:
+            return kind[2:-1]
+    return None
+
+
+def built_in(makefile: Path, name: str, config: str) -> str | None:
+    """Why module ``name`` of a kernel Makefile is part of the kernel whose .config is
+    ``config`` rather than a module of it (``obj-y``, or ``CONFIG_X=y``); None when
+    it is a module (Debian's modules.builtin lists only tristate options, not obj-y)."""
+    for kind, objects in _obj_lines(makefile):
+        if f"{name}.o" not in objects:
+            continue
+        if kind == "y":
+            return "obj-y"
+        if kind.startswith("$(") and re.search(rf"^{re.escape(kind[2:-1])}=y$", config,
+                                               re.M):
+            return f"{kind[2:-1]}=y"
     return None
 
 
@@ -189,7 +264,11 @@ class ModuleBuilder:
         touched = _touched_by(patches)
         self._extract_sources(tree, touched, mtd_tests)
         self._apply_patches(tree, patches)
-        jobs: list[tuple[Path, list[str]]] = [(d, []) for d in _write_kbuild(tree, touched)]
+        config = self.source.headers / ".config"
+        jobs: list[tuple[Path, list[str]]] = [
+            (d, []) for d in _write_kbuild(tree, touched, config.read_text(errors="replace")
+                                           if config.is_file() else "",
+                                           self.source.release)]
         if patches and not jobs and not mtd_tests:
             raise BuildError(f"{' '.join(p.name for p in patches)} changes no module's "
                              f".c file (log: {log})")
@@ -224,7 +303,7 @@ class ModuleBuilder:
             what = _describe(directory, tree.src)
             self.progress(f"building {what} against {self.source.release} with "
                           f"{self.source.compiler}")
-            if tree.sh(["make", "-C", str(self.source.headers), f"M={directory}",
+            if tree.sh(["make", "-C", str(self.source.headers), f"M={directory}", NO_BTF,
                         f"-j{MAKE_JOBS}", *extra, "modules"]) != 0:
                 raise BuildError(f"building {what} for kernel {self.source.release} "
                                  f"failed: {first_error_line(tree.log)} (log: {tree.log})")
@@ -295,10 +374,13 @@ def _touched_by(patches: list[Path]) -> list[str]:
     return touched
 
 
-def _write_kbuild(tree: _Workspace, touched: list[str]) -> list[Path]:
+def _write_kbuild(tree: _Workspace, touched: list[str], config: str,
+                  release: str) -> list[Path]:
     """A Kbuild naming the modules of the changed .c files in each directory (as the
-    directory's Makefile builds them); the directories to build."""
+    directory's Makefile builds them; built-in code that has a :class:`ModuleForm` as
+    that module, under its own name); the directories to build."""
     by_dir: dict[str, list[tuple[str, list[str]]]] = {}
+    forms: dict[str, list[str]] = {}  # directory -> the lines its Makefile keeps
     for file in touched:
         d = str(Path(file).parent)
         if not file.endswith(".c") or d == MTD_TESTS_DIR:
@@ -306,17 +388,46 @@ def _write_kbuild(tree: _Workspace, touched: list[str]) -> list[Path]:
         makefile = next((tree.src / d / n for n in ("Kbuild", "Makefile")
                          if (tree.src / d / n).is_file()), None)
         found = module_of(makefile, Path(file).name) if makefile else None
-        if found is None:
+        if found is None or makefile is None:
             raise BuildError(f"{file} is built into no module its directory's "
                              f"Makefile names, so it cannot be built out of tree "
                              f"(log: {tree.log})")
+        reason = built_in(makefile, found[0], config)
+        if reason is not None:
+            if d not in MODULE_FORMS:
+                raise BuildError(f"{file} is built into kernel {release} ({reason} in "
+                                 f"{d}/{makefile.name}), so no module can replace it: "
+                                 "build the kernel with the patch (--build-kernel "
+                                 f"SRC_DIR|debian:SUITE) (log: {tree.log})")
+            forms.setdefault(d, _non_obj_lines(makefile))
+            found = _module_form(tree.src / d, d, found[1])
         by_dir.setdefault(d, []).append(found)
     for d, mods in by_dir.items():
-        lines = [f"obj-m += {name}.o" for name in dict.fromkeys(n for n, _ in mods)]
-        lines += [f"{name}-objs := {' '.join(objs)}" for name, objs in mods
+        lines = [*forms.get(d, [])]
+        lines += [f"obj-m += {name}.o" for name in dict.fromkeys(n for n, _ in mods)]
+        lines += [f"{name}-objs := {' '.join(objs)}" for name, objs in dict(mods).items()
                   if objs != [f"{name}.o"]]
         (tree.src / d / "Kbuild").write_text("\n".join(lines) + "\n")
     return [tree.src / d for d in by_dir]
+
+
+def _non_obj_lines(makefile: Path) -> list[str]:
+    """A kernel Makefile without its ``obj-`` lines: the variables its objects name
+    (``file-mmu-$(CONFIG_MMU) := file-mmu.o``), for a Kbuild that builds them anew."""
+    text = re.sub(r"\\\n", " ", makefile.read_text(errors="replace"))
+    return [ln for ln in text.splitlines() if not re.match(r"\s*obj-", ln)]
+
+
+def _module_form(directory: Path, rel: str, objects: list[str]) -> tuple[str, list[str]]:
+    """Built-in ``rel`` (``fs/ramfs``) as its :class:`ModuleForm`: the wrapper written
+    beside its main file, and the module's objects with the wrapper in the main file's
+    place."""
+    form = MODULE_FORMS[rel]
+    wrapper = f"{form.name}_main"
+    (directory / f"{wrapper}.c").write_text(FORM_WRAPPER.format(
+        directory=rel, main=form.main, name=form.name, fs_type=form.fs_type))
+    main = str(Path(form.main).with_suffix(".o"))
+    return form.name, [f"{wrapper}.o" if o == main else o for o in objects]
 
 
 def _install_modules(tree: _Workspace, directories: list[Path]) -> None:
@@ -402,4 +513,13 @@ def build_for_kernel(kernel: Kernel, patches: list[Path], driver: Path | None,
     else:
         progress(f"built {what} with {built.origin} in {time.monotonic() - start:.1f} s "
                  f"(log: {built.log})")
+    for directory, form in module_forms(built).items():
+        progress(f"{directory} is built into kernel {kernel.release}, so the patched one "
+                 f"is module {form.name}, file system {form.name} beside the stock "
+                 f"built-in one (--build-kernel builds the patch into the kernel instead)")
     return built
+
+
+def module_forms(built: Built) -> dict[str, ModuleForm]:
+    """The built-in code ``built`` holds in its module form: directory -> form."""
+    return {d: form for d, form in MODULE_FORMS.items() if form.name in built.modules}

@@ -122,6 +122,7 @@ class GuestJob:
     env: dict[str, str]
     disks: list[GuestDisk] = dataclasses.field(default_factory=list)
     ramfs_sizes: tuple[int, ...] = ()  # --fs ramfs: one mount per block size
+    ramfs_type: str = "ramfs"  # what they mount: ramfs, or a patched ramfs's module form
 
 
 TRACING = "/sys/kernel/tracing"
@@ -184,12 +185,13 @@ def disk_lines(disks: list[GuestDisk]) -> list[str]:
     return lines
 
 
-def ramfs_lines(sizes: tuple[int, ...]) -> list[str]:
-    """Mount a ramfs per block size with ``-o blocksize=``, keep those the kernel really
-    made at that size (``blocksize=`` in /proc/mounts and statfs's block size: a ramfs
-    without the option ignores it), see which folio orders a 256K write into each gets,
-    and write the pytest options naming them to GUEST_RAMFS_ARGS. One MARK line per
-    mount, or per size skipped with the reason."""
+def ramfs_lines(sizes: tuple[int, ...], fstype: str = "ramfs") -> list[str]:
+    """Mount a ramfs per block size with ``-o blocksize=`` (file system ``fstype``: the
+    built-in ramfs, or a patched one built as a module of its own name), keep those the
+    kernel really made at that size (``blocksize=`` in /proc/mounts and statfs's block
+    size: a ramfs without the option ignores it), see which folio orders a 256K write
+    into each gets, and write the pytest options naming them to GUEST_RAMFS_ARGS. One
+    MARK line per mount, or per size skipped with the reason."""
     lines = ["spec=; kept="]
     for bs in sizes:
         name = f"{bs >> 10}k"
@@ -198,12 +200,12 @@ def ramfs_lines(sizes: tuple[int, ...]) -> list[str]:
         probe = f"{root}/.folio-probe"
         lines += [
             f"mkdir -p {root}",
-            f"if ! mount -t ramfs -o blocksize={name} ramfs {root} 2>/dev/null; then",
+            f"if ! mount -t {fstype} -o blocksize={name} {fstype} {root} 2>/dev/null; then",
             f"  echo \"{MARK} ramfs-skip {bs} mount -o blocksize={name} failed: "
             "$(dmesg | tail -n 1)\"",
-            f"elif ! grep -q \" {root} ramfs .*blocksize=\" /proc/mounts && [ {bs} != "
+            f"elif ! grep -q \" {root} {fstype} .*blocksize=\" /proc/mounts && [ {bs} != "
             f"{PAGE_SIZE} ]; then",
-            f"  umount {root}; echo \"{MARK} ramfs-skip {bs} the kernel has no ramfs "
+            f"  umount {root}; echo \"{MARK} ramfs-skip {bs} the kernel has no {fstype} "
             "blocksize mount option (/proc/mounts shows none)\"",
             f"elif [ \"$(stat -f -c %S {root})\" != {bs} ]; then",
             f"  echo \"{MARK} ramfs-skip {bs} statfs says block size $(stat -f -c %S {root})"
@@ -269,7 +271,7 @@ def init_script(job: GuestJob) -> str:
         "mount -t tmpfs tmpfs /newroot/dev/shm; mount -t devpts devpts /newroot/dev/pts",
         f"echo \"{MARK} kernel $(dmesg | grep -m 1 'Linux version')\"",
         *disk_lines(job.disks),
-        *(ramfs_lines(job.ramfs_sizes) if job.ramfs_sizes else
+        *(ramfs_lines(job.ramfs_sizes, job.ramfs_type) if job.ramfs_sizes else
           [f"echo \"{MARK} fs {GUEST_RAMFS} ramfs - $(stat -f -c %S /newroot{GUEST_RAMFS})\""]),
         f"echo \"{MARK} start\"",
         "chroot /newroot /usr/bin/env -i "

@@ -29,9 +29,11 @@ from pytest_folio.sizes import format_size
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.bootimage import bootable_image
 from pytest_folio.vm.build import (
+    RAMFS_MODULE,
     Built,
     build_for_kernel,
     loaded_lines,
+    module_forms,
     stage_interleave,
     substitute,
 )
@@ -159,8 +161,15 @@ class VMRun:
             modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
         env = guest_env(self.environ, self.out.isatty())
         built = None
+        ramfs_type = "ramfs"
         if self.patches or self.opts.driver or self.opts.mtd_tests:
             modules, built = self.built_modules(kernel, modules, env)
+            forms = module_forms(built)
+            self.carries += [f"kernel {kernel.release} carries {built.origin} (module form: "
+                             f"the patched {d} is module {f.name}, mounted as -t {f.name}; "
+                             f"its built-in one is stock)" for d, f in forms.items()]
+            if RAMFS_MODULE in built.modules:
+                ramfs_type = RAMFS_MODULE
         pytest_args, save = split_save(self.opts.pytest_args)
         with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
             work = Path(tmp)
@@ -193,7 +202,7 @@ class VMRun:
                 modules=[name for name, _ in modules], module_params={}, cwd=os.getcwd(),
                 argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
                                        self.opts.erasesize, mtd, fs, extra) + last,
-                env=env, disks=guest, ramfs_sizes=ramfs_sizes)
+                env=env, disks=guest, ramfs_sizes=ramfs_sizes, ramfs_type=ramfs_type)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
             pycache = self.cache.root / "pycache"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_folio.vm.bootimage import XEN_ELFNOTE_PHYS32_ENTRY
+from pytest_folio.vm.source import KernelSource
 
 
 def elf64(sections: dict[str, bytes] | None = None,
@@ -81,6 +82,22 @@ def kernel_tree(root: Path, release: str = "6.1.0-test",
     mods.mkdir(parents=True, exist_ok=True)
     (mods / "modules.builtin").write_text("".join(f"kernel/{b}.ko\n" for b in builtin))
     return root
+
+
+def kernel_source(tmp_path: Path, files: dict[str, str], compiler: str = "sh",
+                  config: str | None = None) -> KernelSource:
+    """A kernel's build inputs with the source ``files`` already taken out of its
+    tarball, and headers with ``config`` as their .config (none when None)."""
+    root = tmp_path / "src"
+    for rel, text in files.items():
+        (root / "tree" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "tree" / rel).write_text(text)
+    headers = root / "headers"
+    headers.mkdir(parents=True)
+    if config is not None:
+        (headers / ".config").write_text(config)
+    return KernelSource("6.1.0-test", "6.1.1-1", root, headers, root / "none.tar.xz",
+                        compiler)
 
 
 def read_cpio(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:

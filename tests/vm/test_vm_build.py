@@ -23,8 +23,7 @@ from pytest_folio.vm.build import (
     touched_files,
 )
 from pytest_folio.vm.modules import ModuleTree
-from pytest_folio.vm.source import KernelSource
-from tests.helpers.vm import kernel_tree, module
+from tests.helpers.vm import kernel_source, kernel_tree, module
 
 SEED_PATCH = Path(__file__).parents[2] / "examples/seeds/block2mtd-folio.patch"
 
@@ -74,19 +73,8 @@ def test_a_file_of_a_composite_module_names_the_composite(tmp_path: Path) -> Non
     assert module_of(makefile, "other.c") is None
 
 
-def _source(tmp_path: Path, files: dict[str, str], compiler: str = "sh") -> KernelSource:
-    root = tmp_path / "src"
-    for rel, text in files.items():
-        (root / "tree" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / "tree" / rel).write_text(text)
-    headers = root / "headers"
-    headers.mkdir(parents=True)
-    return KernelSource("6.1.0-test", "6.1.1-1", root, headers, root / "none.tar.xz",
-                        compiler)
-
-
 def test_the_key_changes_with_the_patch_and_the_kernel(tmp_path: Path) -> None:
-    src = _source(tmp_path, {})
+    src = kernel_source(tmp_path, {})
     one, two = tmp_path / "one.patch", tmp_path / "two.patch"
     one.write_text(PATCH)
     two.write_text(PATCH.replace("TWO", "2"))
@@ -99,7 +87,7 @@ def test_the_key_changes_with_the_patch_and_the_kernel(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
 def test_a_patch_that_does_not_apply_names_the_log(tmp_path: Path) -> None:
-    src = _source(tmp_path, {"drivers/mtd/devices/block2mtd.c": "other\ntext\nhere\n",
+    src = kernel_source(tmp_path, {"drivers/mtd/devices/block2mtd.c": "other\ntext\nhere\n",
                              "drivers/mtd/devices/Makefile": "obj-m += block2mtd.o\n"})
     patch = tmp_path / "fix.patch"
     patch.write_text(PATCH)
@@ -112,7 +100,7 @@ def test_a_patch_that_does_not_apply_names_the_log(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
 def test_a_file_no_module_is_built_from_is_refused(tmp_path: Path) -> None:
-    src = _source(tmp_path, {"drivers/mtd/devices/block2mtd.c": "one\ntwo\nthree\n",
+    src = kernel_source(tmp_path, {"drivers/mtd/devices/block2mtd.c": "one\ntwo\nthree\n",
                              "drivers/mtd/devices/Makefile": "obj-m += phram.o\n"})
     patch = tmp_path / "fix.patch"
     patch.write_text(PATCH)
@@ -139,7 +127,7 @@ def test_a_patched_module_is_made_and_installed(tmp_path: Path, monkeypatch: pyt
              "drivers/mtd/devices/Makefile": "obj-$(CONFIG_MTD_BLOCK2MTD) += block2mtd.o\n"}
     if fails:
         files["drivers/mtd/devices/fail"] = ""
-    src = _source(tmp_path, files)
+    src = kernel_source(tmp_path, files)
     make = tmp_path / "bin" / "make"
     make.parent.mkdir()
     make.write_text(FAKE_MAKE)
@@ -164,7 +152,7 @@ def test_a_patched_module_is_made_and_installed(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_kernel_without_its_compiler_here_cannot_be_tested(tmp_path: Path) -> None:
-    src = _source(tmp_path, {}, compiler="gcc-999")
+    src = kernel_source(tmp_path, {}, compiler="gcc-999")
     with pytest.raises(VMError, match=r"built with gcc-999, which this host does not have"
                                       r".*--build-kernel"):
         ModuleBuilder(src, tmp_path / "cache", lambda m: None).build([])
