@@ -70,11 +70,27 @@ class KernelSource:
 
     def extract(self, paths: list[str], run: Run = run_tool) -> Path:
         """Take ``paths`` (files or directories, relative to the tree's top) out of the
-        tarball into :attr:`tree`, each once; a path the tarball lacks is a VMError."""
-        missing = [p for p in dict.fromkeys(paths) if not (self.tree / p).exists()]
-        if missing and self.tarball is None:
-            raise VMError(f"{self.tree} has no {', '.join(missing)}")
-        if missing and self.tarball is not None:
+        tarball into :attr:`tree`, each once; a path the tarball lacks is a VMError.
+
+        What was taken out is listed in ``.extracted`` beside the tree: a directory
+        that exists because a path inside it was taken out (``fs`` after ``fs/ramfs``)
+        is not whole, so it is taken out then, its new entries merged in."""
+        if self.tarball is None:
+            missing = [p for p in dict.fromkeys(paths) if not (self.tree / p).exists()]
+            if missing:
+                raise VMError(f"{self.tree} has no {', '.join(missing)}")
+            return self.tree
+        listing = self.root / ".extracted"
+        done = set(listing.read_text().split()) if listing.is_file() else set()
+
+        def whole(path: str) -> bool:
+            if not (self.tree / path).exists():
+                return False
+            if ({path} | {str(a) for a in Path(path).parents}) & done:
+                return True
+            return not any(d.startswith(f"{path}/") for d in done)
+        missing = [p for p in dict.fromkeys(paths) if not whole(p)]
+        if missing:
             top = _tar_top(self.tarball)
             staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=self.root))
             try:
@@ -86,11 +102,20 @@ class KernelSource:
                 for path in missing:
                     dest = self.tree / path
                     dest.parent.mkdir(parents=True, exist_ok=True)
-                    if not dest.exists():
-                        (staging / top / path).rename(dest)
+                    _merge(staging / top / path, dest)
+                listing.write_text("".join(f"{p}\n" for p in sorted(done | set(missing))))
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         return self.tree
+
+
+def _merge(src: Path, dest: Path) -> None:
+    """Move ``src`` to ``dest``; into a directory already there, only what it lacks."""
+    if not dest.exists():
+        src.rename(dest)
+    elif src.is_dir() and dest.is_dir():
+        for child in src.iterdir():
+            _merge(child, dest / child.name)
 
 
 def _tar_top(tarball: Path) -> str:
