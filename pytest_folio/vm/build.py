@@ -35,6 +35,7 @@ MAKE_JOBS = "2"
 # No BTF for the modules built here: it needs pahole (Debian's 6.12+ headers ship the
 # vmlinux it reads), and a module under test needs no type information for BPF.
 NO_BTF = "CONFIG_DEBUG_INFO_BTF_MODULES="
+LEFT_OUT = "left-out"  # in a build's entry: the changed built-in files no module carries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +98,9 @@ class Built:
     log: Path
     origin: str                 # what the modules were built with, for the loaded line
     cached: bool = False
+    # files the patches change that the kernel has built in and no module carries:
+    # "fs/libfs.c (obj-y in fs/Makefile)"; they are not in the booted kernel
+    left_out: tuple[str, ...] = ()
 
 
 def touched_files(patch: str) -> list[str]:
@@ -252,8 +256,10 @@ class ModuleBuilder:
     def _result(self, entry: Path, origin: str, cached: bool) -> Built:
         modules = {module_name(p.name): p for p in sorted((entry / "modules").glob("*.ko"))}
         tests = entry / "mtd-tests"
+        left = entry / LEFT_OUT
         return Built(modules, tests if tests.is_dir() else None, entry / "build.log",
-                     origin, cached)
+                     origin, cached,
+                     tuple(left.read_text().splitlines()) if left.is_file() else ())
 
     def _build_in(self, work: Path, patches: list[Path], driver: Path | None,
                   mtd_tests: bool, out: TextIO, log: Path) -> None:
@@ -265,10 +271,14 @@ class ModuleBuilder:
         self._extract_sources(tree, touched, mtd_tests)
         self._apply_patches(tree, patches)
         config = self.source.headers / ".config"
-        jobs: list[tuple[Path, list[str]]] = [
-            (d, []) for d in _write_kbuild(tree, touched, config.read_text(errors="replace")
-                                           if config.is_file() else "",
-                                           self.source.release)]
+        dirs, left_out = _write_kbuild(tree, touched, config.read_text(errors="replace")
+                                       if config.is_file() else "")
+        if left_out and not dirs:
+            raise BuildError(f"{left_out[0]}: built into kernel {self.source.release}, so "
+                             "no module can replace it: build the kernel with the patch "
+                             f"(--build-kernel SRC_DIR|debian:SUITE) (log: {log})")
+        (work / LEFT_OUT).write_text("".join(f"{f}\n" for f in left_out))
+        jobs: list[tuple[Path, list[str]]] = [(d, []) for d in dirs]
         if patches and not jobs and not mtd_tests:
             raise BuildError(f"{' '.join(p.name for p in patches)} changes no module's "
                              f".c file (log: {log})")
@@ -282,8 +292,11 @@ class ModuleBuilder:
     def _extract_sources(self, tree: _Workspace, touched: list[str], mtd_tests: bool) -> None:
         """The directories of the touched files (and drivers/mtd/tests), from the
         kernel's source into the work tree."""
-        dirs = sorted({str(Path(f).parent) for f in touched}
-                      | ({MTD_TESTS_DIR} if mtd_tests else set()))
+        wanted = {str(Path(f).parent) for f in touched} | ({MTD_TESTS_DIR} if mtd_tests
+                                                            else set())
+        # a directory inside another one comes with it (fs/ramfs with fs, for fs/libfs.c)
+        dirs = sorted(d for d in wanted if not any(p in wanted for p in
+                                                   map(str, Path(d).parents)))
         if dirs:
             source = self.source.extract(dirs)
             for d in dirs:
@@ -374,12 +387,15 @@ def _touched_by(patches: list[Path]) -> list[str]:
     return touched
 
 
-def _write_kbuild(tree: _Workspace, touched: list[str], config: str,
-                  release: str) -> list[Path]:
+def _write_kbuild(tree: _Workspace, touched: list[str], config: str
+                  ) -> tuple[list[Path], list[str]]:
     """A Kbuild naming the modules of the changed .c files in each directory (as the
     directory's Makefile builds them; built-in code that has a :class:`ModuleForm` as
-    that module, under its own name); the directories to build."""
+    that module, under its own name); the directories to build, and the changed files
+    the kernel has built in that no module can carry (``fs/libfs.c (obj-y in
+    fs/Makefile)``)."""
     by_dir: dict[str, list[tuple[str, list[str]]]] = {}
+    left_out: list[str] = []
     forms: dict[str, list[str]] = {}  # directory -> the lines its Makefile keeps
     for file in touched:
         d = str(Path(file).parent)
@@ -393,12 +409,10 @@ def _write_kbuild(tree: _Workspace, touched: list[str], config: str,
                              f"Makefile names, so it cannot be built out of tree "
                              f"(log: {tree.log})")
         reason = built_in(makefile, found[0], config)
+        if reason is not None and d not in MODULE_FORMS:
+            left_out.append(f"{file} ({reason} in {d}/{makefile.name})")
+            continue
         if reason is not None:
-            if d not in MODULE_FORMS:
-                raise BuildError(f"{file} is built into kernel {release} ({reason} in "
-                                 f"{d}/{makefile.name}), so no module can replace it: "
-                                 "build the kernel with the patch (--build-kernel "
-                                 f"SRC_DIR|debian:SUITE) (log: {tree.log})")
             forms.setdefault(d, _non_obj_lines(makefile))
             found = _module_form(tree.src / d, d, found[1])
         by_dir.setdefault(d, []).append(found)
@@ -408,7 +422,7 @@ def _write_kbuild(tree: _Workspace, touched: list[str], config: str,
         lines += [f"{name}-objs := {' '.join(objs)}" for name, objs in dict(mods).items()
                   if objs != [f"{name}.o"]]
         (tree.src / d / "Kbuild").write_text("\n".join(lines) + "\n")
-    return [tree.src / d for d in by_dir]
+    return [tree.src / d for d in by_dir], left_out
 
 
 def _non_obj_lines(makefile: Path) -> list[str]:
@@ -517,6 +531,9 @@ def build_for_kernel(kernel: Kernel, patches: list[Path], driver: Path | None,
         progress(f"{directory} is built into kernel {kernel.release}, so the patched one "
                  f"is module {form.name}, file system {form.name} beside the stock "
                  f"built-in one (--build-kernel builds the patch into the kernel instead)")
+    for file in built.left_out:
+        progress(f"{file}: built into kernel {kernel.release}, so this boot runs it "
+                 "unpatched (only --build-kernel builds that change in)")
     return built
 
 

@@ -165,9 +165,13 @@ class VMRun:
         if self.patches or self.opts.driver or self.opts.mtd_tests:
             modules, built = self.built_modules(kernel, modules, env)
             forms = module_forms(built)
-            self.carries += [f"kernel {kernel.release} carries {built.origin} (module form: "
-                             f"the patched {d} is module {f.name}, mounted as -t {f.name}; "
-                             f"its built-in one is stock)" for d, f in forms.items()]
+            part, unpatched = (" in part", "".join(
+                f"; {f.split()[0]} is built in and runs unpatched" for f in built.left_out)
+            ) if built.left_out else ("", "")
+            self.carries += [f"kernel {kernel.release} carries {built.origin}{part} (module "
+                             f"form: the patched {d} is module {f.name}, mounted as -t "
+                             f"{f.name}; its built-in one is stock{unpatched})"
+                             for d, f in forms.items()]
             if RAMFS_MODULE in built.modules:
                 ramfs_type = RAMFS_MODULE
         pytest_args, save = split_save(self.opts.pytest_args)

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from pytest_folio.vm.build import (
     module_forms,
     touched_files,
 )
+from pytest_folio.vm.source import KernelSource
 from pytest_folio.vmabi import MARK
 from tests.helpers.vm import bzimage, kernel_source, kernel_tree, module
 
@@ -133,10 +135,37 @@ def test_other_built_in_code_is_refused_with_the_way_out(tmp_path: Path,
                                                 "fs_initcall(init_ramfs_fs);\n"})
     patch = tmp_path / "proc.patch"
     patch.write_text(RAMFS_PATCH.replace("fs/ramfs", "fs/proc"))
-    with pytest.raises(BuildError, match=r"fs/proc/inode\.c is built into kernel 6\.1\.0-test "
-                                         r"\(obj-y in fs/proc/Makefile\), so no module can "
+    with pytest.raises(BuildError, match=r"fs/proc/inode\.c \(obj-y in fs/proc/Makefile\): "
+                                         r"built into kernel 6\.1\.0-test, so no module can "
                                          r"replace it: .*--build-kernel"):
         ModuleBuilder(src, tmp_path / "cache", lambda m: None).build([patch])
+
+
+LIBFS = """\
+obj-y :=\topen.o read_write.o \\
+\t\tlibfs.o fs_parser.o
+"""
+
+
+@needs_patch
+def test_beside_the_module_form_other_built_in_changes_are_named_as_left_out(
+        tmp_path: Path, fake_make: None) -> None:
+    """The seed's simple_write_begin() fix in fs/libfs.c is in vmlinux: the ramfs module
+    is built, and the build says which change the booted kernel will not carry (cached
+    builds too)."""
+    body = "static int blocksize;\nstatic int old;\nfs_initcall(init_ramfs_fs);\n"
+    src = kernel_source(tmp_path, {"fs/ramfs/Makefile": RAMFS_MAKEFILE,
+                                   "fs/ramfs/inode.c": body, "fs/ramfs/file-mmu.c": "",
+                                   "fs/Makefile": LIBFS, "fs/libfs.c": body})
+    patch = tmp_path / "ramfs.patch"
+    patch.write_text(RAMFS_PATCH + RAMFS_PATCH.replace("fs/ramfs/inode.c", "fs/libfs.c"))
+    builder = ModuleBuilder(src, tmp_path / "cache", lambda m: None)
+    built = builder.build([patch])
+    assert list(built.modules) == [RAMFS_MODULE]
+    assert built.left_out == ("fs/libfs.c (obj-y in fs/Makefile)",)
+    assert not (built.log.parent / "src/fs/Kbuild").exists()  # nothing built from fs/
+    again = builder.build([patch])
+    assert again.cached and again.left_out == built.left_out
 
 
 @needs_patch
@@ -164,11 +193,11 @@ def _changes(patch: Path) -> list[str]:
 
 
 def test_the_6_12_seed_is_the_7_2_seed_change_for_change() -> None:
-    """ramfs-blocksize-6.12.patch exists because two lines of context differ (6.12's
+    """ramfs-blocksize-6.12.patch exists because its context differs (6.12's
     generic_delete_inode next to the .statfs line it changes); what it changes does not."""
     new, old = SEEDS / "ramfs-blocksize.patch", SEEDS / "ramfs-blocksize-6.12.patch"
     assert touched_files(old.read_text()) == touched_files(new.read_text()) == [
-        "fs/ramfs/inode.c"]
+        "fs/ramfs/inode.c", "fs/libfs.c"]
     assert _changes(old) == _changes(new)
     assert "generic_delete_inode" in old.read_text().split("\n---\n", 1)[1]
     assert "inode_just_drop" in new.read_text().split("\n---\n", 1)[1]
@@ -216,7 +245,8 @@ def test_the_runner_says_the_kernel_carries_the_patch_in_module_form(
         jobs.append(job)
         return b""
     monkeypatch.setattr(runner, "build_for_kernel", lambda *a, **k: Built(
-        {RAMFS_MODULE: ko}, None, tmp_path / "log", patch.name))
+        {RAMFS_MODULE: ko}, None, tmp_path / "log", patch.name,
+        left_out=("fs/libfs.c (obj-y in fs/Makefile)",)))
     monkeypatch.setattr(runner, "build_initramfs", keep)
     monkeypatch.setattr(runner, "find_busybox", lambda: tmp_path / "bzImage")
     monkeypatch.setattr(runner, "kvm_usable", lambda: False)
@@ -229,7 +259,34 @@ def test_the_runner_says_the_kernel_carries_the_patch_in_module_form(
     assert status == 0, err
     assert jobs[0].ramfs_type == RAMFS_MODULE and jobs[0].modules[-1] == RAMFS_MODULE
     assert jobs[0].ramfs_sizes == (16384,)
-    assert ("folio-vm: kernel 6.1.0-test carries ramfs-blocksize.patch (module form: the "
-            f"patched fs/ramfs is module {RAMFS_MODULE}, mounted as -t {RAMFS_MODULE}; its "
-            "built-in one is stock)") in err
+    assert ("folio-vm: kernel 6.1.0-test carries ramfs-blocksize.patch in part (module "
+            f"form: the patched fs/ramfs is module {RAMFS_MODULE}, mounted as -t "
+            f"{RAMFS_MODULE}; its built-in one is stock; fs/libfs.c is built in and runs "
+            "unpatched)") in err
     assert "folio-vm: ramfs blocksize=16k at /run/folio/ramfs-16K" in err
+
+
+def test_a_directory_is_taken_out_whole_after_a_directory_inside_it(tmp_path: Path) -> None:
+    """fs/ramfs taken out first, then fs (for fs/libfs.c): fs is taken out too, merged
+    in; a path inside one taken out whole is not taken out again."""
+    tree = tmp_path / "linux-source-6.12"
+    for rel in ("fs/ramfs/inode.c", "fs/libfs.c", "mm/filemap.c"):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(rel)
+    tarball = tmp_path / "src" / "pkg" / "linux-source-6.12.tar.xz"
+    tarball.parent.mkdir(parents=True)
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(tree, arcname="linux-source-6.12")
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.run(cmd, capture_output=True, text=True, check=False)
+    src = KernelSource("6.12.0-test", "6.12.1-1", tmp_path / "src", tmp_path, tarball, "sh")
+    src.extract(["fs/ramfs"], run)
+    assert not (src.tree / "fs/libfs.c").exists()
+    src.extract(["fs"], run)
+    assert (src.tree / "fs/libfs.c").read_text() == "fs/libfs.c"
+    assert (src.tree / "fs/ramfs/inode.c").read_text() == "fs/ramfs/inode.c"
+    src.extract(["fs/ramfs", "fs"], run)
+    assert len(calls) == 2 and not (src.tree / "mm").exists()
