@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.vm import initramfs, runner
+from pytest_folio.vm import apt, initramfs, runner
+from pytest_folio.vm.apt import Archive, SuiteApt
 from pytest_folio.vm.build import (
     FORM_WRAPPER,
     NO_BTF,
@@ -290,3 +291,18 @@ def test_a_directory_is_taken_out_whole_after_a_directory_inside_it(tmp_path: Pa
     assert (src.tree / "fs/ramfs/inode.c").read_text() == "fs/ramfs/inode.c"
     src.extract(["fs/ramfs", "fs"], run)
     assert len(calls) == 2 and not (src.tree / "mm").exists()
+
+
+def test_bookworm_backports_comes_from_the_hosts_archive_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """debian:bookworm-backports on a Debian 12 host that lists bookworm and its updates
+    only: its private apt names the host's archive with that one suite (the 6.12 kernel
+    and its source come from there, nothing of bookworm's own lists)."""
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\nSigned-By: /k/debian.gpg\n")
+    archive = Archive("http://mirror.example/debian", "/k/debian.gpg")
+    monkeypatch.setattr(apt, "host_archive", lambda: archive)
+    assert SuiteApt(tmp_path, "bookworm-backports").sources(tmp_path) == [
+        (archive, "bookworm-backports")]
