@@ -6,7 +6,11 @@
 # in a kernel built with examples/seeds/ramfs-blocksize.patch (python -m pytest_folio vm
 # --build-kernel, cached after the first build), the kernel's table printed next to the
 # model's. KERNEL_SRC=DIR builds that tree; by default Debian sid's newest linux-source,
-# fetched and cached by the runner (debian:SUITE picks another suite).
+# fetched and cached by the runner (debian:SUITE picks another suite). KERNEL=debian:SUITE
+# boots that suite's packaged kernel instead, with no kernel build: ramfs is built in
+# there, so the runner builds the patched ramfs as module ramfs_patched and mounts that
+# (KERNEL=debian:bookworm-backports: Linux 6.12, with ramfs-blocksize-6.12.patch; PATCH=
+# names another patch).
 #
 # Against a kernel of your own with the blocksize mount option, mount one block size at a
 # time and name the directory (the same table comes from all the saved files):
@@ -29,8 +33,12 @@ if [ -z "${VM:-}" ]; then
 fi
 kernel="$out/ramfs-kernel-$tag.json"
 start=$(date +%s)
-PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest_folio vm \
-    --build-kernel "${KERNEL_SRC:-debian:sid}" --patch "$here/ramfs-blocksize.patch" \
+if [ -n "${KERNEL:-}" ]; then
+    set -- --kernel "$KERNEL" --patch "${PATCH:-$here/ramfs-blocksize-6.12.patch}"
+else
+    set -- --build-kernel "${KERNEL_SRC:-debian:sid}" --patch "${PATCH:-$here/ramfs-blocksize.patch}"
+fi
+PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest_folio vm "$@" \
     --fs ramfs --mtd-size 4M --timeout "${TIMEOUT:-3600}" ${VM_ARGS:-} -- \
     -q -p no:cacheprovider "$here/test_ramfs_bw.py" --folio-block-sizes "$sizes" \
     --folio-save "$kernel" ${EXTRA:-} >"$kernel.log"
