@@ -214,7 +214,8 @@ class VMRun:
             spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
                                   pycache, self.environ)
             self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
-            machine = Machine(image=image, initrd=initrd, cmdline=BASE_CMDLINE,
+            cmdline = " ".join(filter(None, (BASE_CMDLINE, self.opts.kernel_args)))
+            machine = Machine(image=image, initrd=initrd, cmdline=cmdline,
                               out=work / "out", mem_mib=self.opts.mem_mib,
                               cpus=self.opts.cpus, pycache=pycache,
                               disks=tuple(d for d, _ in disks))

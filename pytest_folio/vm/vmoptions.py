@@ -80,6 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, metavar="DIR",
                         help="kernel cache (default: $PYTEST_FOLIO_CACHE or "
                              "~/.cache/pytest-folio)")
+    parser.add_argument("--kernel-args", default="", metavar="ARGS",
+                        help="append these to the guest kernel's command line, e.g. "
+                             "init_on_alloc=0: Debian's kernels zero every page they "
+                             "allocate, which hides a page cache that leaves stale bytes")
     parser.add_argument("--console", action="store_true",
                         help="show the guest's whole boot console")
     parser.add_argument("--dmesg", type=Path, metavar="FILE",
@@ -145,6 +149,7 @@ class VMOptions:
     no_build: bool = False
     interleave: bool = False
     power_cut: bool = False
+    kernel_args: str = ""
 
 
 def check_cache(cache: Path) -> None:
@@ -211,6 +216,10 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if interleave and not (getattr(args, "patch", []) or driver is not None):
         raise CommandError("--interleave swaps the stock and the built modules in one "
                            "boot: give --patch or --driver")
+    kernel_args = str(getattr(args, "kernel_args", "") or "")
+    if any(c in kernel_args for c in "\n\r\0"):
+        raise CommandError("--kernel-args: one line of kernel parameters, e.g. "
+                           "init_on_alloc=0")
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -226,4 +235,4 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         patches=tuple(getattr(args, "patch", [])), driver=driver,
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
         build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
-        interleave=interleave, power_cut=power_cut)
+        interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip())

@@ -28,6 +28,7 @@ from pytest_folio.vm.build import (
     module_forms,
     touched_files,
 )
+from pytest_folio.vm.qemu import BASE_CMDLINE
 from pytest_folio.vm.source import KernelSource
 from pytest_folio.vmabi import MARK
 from tests.helpers.vm import bzimage, kernel_source, kernel_tree, module
@@ -216,14 +217,14 @@ def test_the_guest_mounts_the_module_form_by_its_name(tmp_path: Path) -> None:
 
 GUEST = (f"say('{MARK} init'); "
          f"say('{MARK} ramfs /run/folio/ramfs-16K 16384 16x2 '); "
-         f"say('{MARK} start'); say('{MARK} exit 0')")
+         f"say('{MARK} start'); say('APPEND ' + sys.argv[sys.argv.index('-append') + 1]); "
+         f"say('{MARK} exit 0')")
 
 
-def test_the_runner_says_the_kernel_carries_the_patch_in_module_form(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """With the module form built, the guest mounts ramfs_patched, and the run says
-    which kernel carries the patch and how before the tests start."""
+def _boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str
+          ) -> list[initramfs.GuestJob]:
+    """``vm --patch`` (touching ramfs) against a stand-in qemu, with the module form's
+    build stood in: the guest jobs the run made."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     qemu = bin_dir / "qemu-system-x86_64"
@@ -253,11 +254,19 @@ def test_the_runner_says_the_kernel_carries_the_patch_in_module_form(
     monkeypatch.setattr(runner, "kvm_usable", lambda: False)
     monkeypatch.setattr(runner, "warm_bytecode", lambda argv, prefix, environ: 0.0)
     monkeypatch.chdir(tmp_path)
-    status = main(["vm", "--kernel", str(tmp_path / "bzImage"), "--modules",
-                   str(tmp_path / "k"), "--cache-dir", str(tmp_path / "cache"), "--timeout",
-                   "20", "--patch", str(patch), "--", "--folio-block-sizes=16k"])
+    assert main(["vm", "--kernel", str(tmp_path / "bzImage"), "--modules",
+                 str(tmp_path / "k"), "--cache-dir", str(tmp_path / "cache"), "--timeout",
+                 "20", "--patch", str(patch), *args, "--", "--folio-block-sizes=16k"]) == 0
+    return jobs
+
+
+def test_the_runner_says_the_kernel_carries_the_patch_in_module_form(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With the module form built, the guest mounts ramfs_patched, and the run says
+    which kernel carries the patch and how before the tests start."""
+    jobs = _boot(tmp_path, monkeypatch)
     err = capsys.readouterr().err
-    assert status == 0, err
     assert jobs[0].ramfs_type == RAMFS_MODULE and jobs[0].modules[-1] == RAMFS_MODULE
     assert jobs[0].ramfs_sizes == (16384,)
     assert ("folio-vm: kernel 6.1.0-test carries ramfs-blocksize.patch in part (module "
@@ -265,6 +274,24 @@ def test_the_runner_says_the_kernel_carries_the_patch_in_module_form(
             f"{RAMFS_MODULE}; its built-in one is stock; fs/libfs.c is built in and runs "
             "unpatched)") in err
     assert "folio-vm: ramfs blocksize=16k at /run/folio/ramfs-16K" in err
+
+
+def test_kernel_args_go_on_the_guest_kernels_command_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """init_on_alloc=0: a Debian kernel then leaves a page cache's stale bytes to see."""
+    _boot(tmp_path, monkeypatch, "--kernel-args", " init_on_alloc=0 ")
+    line = next(ln for ln in capsys.readouterr().out.splitlines()
+                if ln.startswith("APPEND "))
+    assert line == f"APPEND {BASE_CMDLINE} init_on_alloc=0"
+
+
+def test_kernel_args_of_more_than_one_line_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["vm", "--kernel-args", "a\nb", "--"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--kernel-args: one line of kernel parameters, e.g. "
+                            "init_on_alloc=0") and len(err) == 1
 
 
 def test_a_directory_is_taken_out_whole_after_a_directory_inside_it(tmp_path: Path) -> None:
