@@ -306,9 +306,12 @@ class ModuleBuilder:
         for patch in patches:
             if tree.sh(["patch", "-p1", "--batch", "--forward", "-d", str(tree.src), "-i",
                         str(patch.resolve())]) != 0:
+                form = series_form(patch, self.source.version)
+                hint = f"; {form.name} beside it is its form for {form.stem.rsplit('-', 1)[1]}" \
+                    if form is not None else ""
                 raise BuildError(f"{patch.name} does not apply to the source of kernel "
                                  f"{self.source.release} {self.source.version} "
-                                 f"(log: {tree.log})")
+                                 f"(log: {tree.log}){hint}")
 
     def _make_modules(self, tree: _Workspace, jobs: list[tuple[Path, list[str]]]) -> None:
         """``make -C HEADERS M=DIR modules`` for each (directory, extra arguments)."""
@@ -333,6 +336,17 @@ class ModuleBuilder:
             return dest
         raise BuildError(f"--driver {driver}: neither a .c file nor a directory with a "
                          "Kbuild or Makefile")
+
+
+def series_form(patch: Path, version: str) -> Path | None:
+    """The form of ``patch`` written for the kernel series of Debian version ``version``
+    (``ramfs-blocksize-6.12.patch`` beside ``ramfs-blocksize.patch`` for 6.12.95-1),
+    when there is one."""
+    match = re.match(r"(\d+\.\d+)", version)
+    if match is None:
+        return None
+    form = patch.with_name(f"{patch.stem}-{match.group(1)}{patch.suffix}")
+    return form if form.is_file() and form != patch else None
 
 
 def _describe(directory: Path, src: Path) -> str:

@@ -26,6 +26,7 @@ from pytest_folio.vm.build import (
     ModuleBuilder,
     built_in,
     module_forms,
+    series_form,
     touched_files,
 )
 from pytest_folio.vm.qemu import BASE_CMDLINE
@@ -333,3 +334,22 @@ def test_bookworm_backports_comes_from_the_hosts_archive_alone(
     monkeypatch.setattr(apt, "host_archive", lambda: archive)
     assert SuiteApt(tmp_path, "bookworm-backports").sources(tmp_path) == [
         (archive, "bookworm-backports")]
+
+
+@needs_patch
+def test_a_patch_that_does_not_apply_names_its_form_for_the_kernels_series(
+        tmp_path: Path) -> None:
+    """ramfs-blocksize.patch (7.2) on 6.12's source: the refusal names
+    ramfs-blocksize-6.12.patch when it lies beside it."""
+    src = kernel_source(tmp_path, {"fs/ramfs/Makefile": RAMFS_MAKEFILE,
+                                   "fs/ramfs/inode.c": "other\n"})
+    patch = tmp_path / "ramfs-blocksize.patch"
+    patch.write_text(RAMFS_PATCH)
+    builder = ModuleBuilder(src, tmp_path / "cache", lambda m: None)
+    with pytest.raises(BuildError, match=r"does not apply .*\.log\)$"):
+        builder.build([patch])
+    (tmp_path / "ramfs-blocksize-6.1.patch").write_text(RAMFS_PATCH)
+    with pytest.raises(BuildError, match=r"\.log\); ramfs-blocksize-6\.1\.patch beside it is "
+                                         r"its form for 6\.1$"):
+        builder.build([patch])
+    assert series_form(patch, "tree 53e640f26c408ab3d3f8") is None
