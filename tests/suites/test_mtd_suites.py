@@ -16,6 +16,7 @@ from pytest_folio.measurement import Measurement
 from pytest_folio.params import MTDParam, default_erasesizes
 from tests.helpers import CHECKOUT, run_result, subprocess_env
 from tests.helpers.mtd_devices import BROKEN, EDGE_BUGS, UNNAMED_BUGS
+from tests.helpers.shared import SessionResults
 
 POWER_CUT_TESTS = {
     'test_power_cut_after_every_sync_keeps_what_was_synced',
@@ -216,33 +217,69 @@ def run_suites(directory: Path, devices: dict[str, str], *args: str,
     return outcomes, proc.stdout + proc.stderr
 
 
-# The devices in a few groups, one inner run each: under xdist a worker runs only the
-# groups of the tests it was given (one run of every device on each worker doubled the
-# catalogue's cost). The correct devices share a group, whose output the tests read.
+def _split(names: list[str], parts: int) -> list[tuple[str, ...]]:
+    size = -(-len(names) // parts)
+    return [tuple(names[i:i + size]) for i in range(0, len(names), size)]
+
+
+# The edge classes and the unnamed kinds, each caught by the differential test alone:
+# test_mtd_fsx against the reference (--folio-mtd-oracle=reference).
+DIFFERENTIAL = sorted({*EDGE_BUGS, *UNNAMED_BUGS})
+# The devices in a few groups, one inner run each, run once per session by whichever
+# worker needs the group first; a worker whose group another is running runs one the
+# session needs later meanwhile (tests.helpers.shared: under xdist each worker ran every
+# group its tests read, and xdist hands the items out round-robin). The correct devices
+# share a group, whose output the tests read.
 CORRECT_GROUP = (*DEVICES, "ram", "cached", "foliocache", "powercut", "pageerase")
 _BUGS = sorted(BROKEN)
-_PER_GROUP = -(-len(_BUGS) // 4)
-GROUPS = [CORRECT_GROUP, *(tuple(_BUGS[i:i + _PER_GROUP])
-                           for i in range(0, len(_BUGS), _PER_GROUP))]
+GROUPS = {"catalogue": [CORRECT_GROUP, *_split(_BUGS, 5)],
+          "differential": _split([*DIFFERENTIAL, "pageerase"], 3)}
+# what a test that names no device reads: the correct group's output (nand, rom, real)
+GROUP_READ_BY_DEFAULT = {"catalogue": "ram", "differential": "pageerase"}
 Catalogue = Callable[[str], tuple[Outcomes, str]]
 
 
-@pytest.fixture(scope="session")
-def catalogue(tmp_path_factory: pytest.TempPathFactory) -> Catalogue:
-    """``catalogue(device)``: the outcomes and output of the default suites' run over
-    the group holding ``device``, run when a test first needs that group."""
-    runs: dict[tuple[str, ...], tuple[Outcomes, str]] = {}
+def _group_key(kind: str, device: str) -> str:
+    return f"{kind}{next(i for i, g in enumerate(GROUPS[kind]) if device in g)}"
 
+
+def _run_group(directory: Path, key: str) -> tuple[Outcomes, str]:
+    kind = key.rstrip("0123456789")
+    group = GROUPS[kind][int(key.removeprefix(kind))]
+    factories = {k: FACTORIES[k] for k in group if k in FACTORIES}
+    if kind == "differential":
+        return run_suites(directory, {}, "--folio-mtd-oracle=reference",
+                          "-k", "test_mtd_fsx and not hypothesis", factories=factories)
+    # The Hypothesis form shrinks what the random run finds (its own tests show that);
+    # the catalogue counts what the rest of the default suites catch.
+    return run_suites(directory, {k: DEVICES[k] for k in group if k in DEVICES},
+                      "-k", "not hypothesis", factories=factories)
+
+
+@pytest.fixture(scope="session")
+def suite_runs(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> SessionResults:
+    """The groups' inner runs, each once per session: the groups this session's tests
+    read, found from the device each names."""
+    needed = []
+    for item in request.session.items:
+        params = getattr(item, "callspec", None)
+        for kind in GROUPS:
+            if kind in getattr(item, "fixturenames", ()):
+                device = (params.params.get("bug", params.params.get("device"))
+                          if params else None) or GROUP_READ_BY_DEFAULT[kind]
+                needed.append(_group_key(kind, device))
+    return SessionResults(tmp_path_factory, "mtd-suites",
+                          lambda key: _run_group(tmp_path_factory.mktemp(key), key), needed)
+
+
+@pytest.fixture
+def catalogue(suite_runs: SessionResults) -> Catalogue:
+    """``catalogue(device)``: the outcomes and output of the default suites' run over
+    the group holding ``device``."""
     def outcomes(device: str) -> tuple[Outcomes, str]:
-        group = next(g for g in GROUPS if device in g)
-        if group not in runs:
-            # The Hypothesis form shrinks what the random run finds (its own tests show
-            # that); the catalogue counts what the rest of the default suites catch.
-            runs[group] = run_suites(
-                tmp_path_factory.mktemp("catalogue"),
-                {k: DEVICES[k] for k in group if k in DEVICES}, "-k", "not hypothesis",
-                factories={k: FACTORIES[k] for k in group if k in FACTORIES})
-        return runs[group]
+        found, output = suite_runs.get(_group_key("catalogue", device))
+        return found, output
 
     return outcomes
 
@@ -255,29 +292,28 @@ def test_each_broken_device_is_caught_by_the_default_suites(
     assert failed == CAUGHT_BY[bug], output[-3000:]
 
 
-# The edge classes and the unnamed kinds, each caught by the differential test alone:
-# test_mtd_fsx against the reference (--folio-mtd-oracle=reference), in one inner run.
-DIFFERENTIAL = sorted({*EDGE_BUGS, *UNNAMED_BUGS})
+@pytest.fixture
+def differential(suite_runs: SessionResults) -> Catalogue:
+    """``differential(device)``: test_mtd_fsx's outcomes against the reference for the
+    group holding ``device``."""
+    def outcomes(device: str) -> tuple[Outcomes, str]:
+        found, output = suite_runs.get(_group_key("differential", device))
+        return found, output
 
-
-@pytest.fixture(scope="session")
-def differential(tmp_path_factory: pytest.TempPathFactory) -> Outcomes:
-    outcomes, _ = run_suites(tmp_path_factory.mktemp("differential"), {},
-                             "--folio-mtd-oracle=reference",
-                             "-k", "test_mtd_fsx and not hypothesis",
-                             factories={k: FACTORIES[k] for k in [*DIFFERENTIAL, "pageerase"]})
     return outcomes
 
 
 @pytest.mark.parametrize("bug", DIFFERENTIAL)
 def test_each_edge_bug_is_caught_by_the_differential_test_alone(
-        differential: Outcomes, bug: str) -> None:
-    assert differential[bug] == {"test_mtd_fsx": "failed"}
+        differential: Catalogue, bug: str) -> None:
+    outcomes, output = differential(bug)
+    assert outcomes[bug] == {"test_mtd_fsx": "failed"}, output[-3000:]
 
 
 def test_the_differential_test_passes_a_device_that_erases_pages(
-        differential: Outcomes) -> None:
-    assert differential["pageerase"] == {"test_mtd_fsx": "passed"}
+        differential: Catalogue) -> None:
+    outcomes, output = differential("pageerase")
+    assert outcomes["pageerase"] == {"test_mtd_fsx": "passed"}, output[-3000:]
 
 
 @pytest.mark.parametrize("device", ["ram", "cached", "foliocache", "powercut", "pageerase"])
