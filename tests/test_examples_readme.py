@@ -44,7 +44,8 @@ def test_each_example_readme_shows_its_commands() -> None:
                          ids=[f"{e}: {c}" for e, c in CASES])
 def test_an_example_readme_command_runs_verbatim(example: str, command: str) -> None:
     addopts = CHEAP + (f" {SUITES_SELECTION}" if "pytest_folio.suites" in command else "")
-    env = subprocess_env(PYTEST_ADDOPTS=addopts)
+    env = subprocess_env()
+    env["PYTEST_ADDOPTS"] = addopts     # after: subprocess_env drops the outer run's
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     words = shlex.split(command)
     if words[0] == "python":
