@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import json
 import os
 import random
@@ -93,13 +94,24 @@ _PATTERN = random.Random(0x5EED).randbytes(65521)    # a prime period: shifts sh
 _PROBE = ".folio-oracle-probe"
 
 
+@functools.cache
+def _repeated() -> bytes:
+    """The period repeated past a bulk transfer from any start: one slice of it is any
+    write up to BIG and a little more (2 MiB, made on first use)."""
+    return _PATTERN * (BIG // len(_PATTERN) + 17)
+
+
+@functools.lru_cache(maxsize=2)
 def pattern(n: int, tag: int) -> bytes:
-    """``n`` bytes of the data written by the operation tagged ``tag``."""
+    """``n`` bytes of the data written by the operation tagged ``tag`` (the last two
+    kept: a differential run asks for each operation's on both sides)."""
     start = tag * 977 % len(_PATTERN)
     if start + n <= len(_PATTERN):
         return _PATTERN[start:start + n]
-    reps = (start + n) // len(_PATTERN) + 1
-    return (_PATTERN * reps)[start:start + n]
+    repeated = _repeated()
+    if start + n <= len(repeated):
+        return repeated[start:start + n]
+    return (_PATTERN * ((start + n) // len(_PATTERN) + 1))[start:start + n]
 
 
 def supported(fs: AnyFileSystem) -> frozenset[str]:
