@@ -153,6 +153,8 @@ class Ramfs(Vfs):
         assert mapping is not None
         index, last = start >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT
         cached, mask, stats = mapping.i_pages, mapping.min_index_mask, mapping.stats
+        # with no folio above the minimum order cached, the first probe is the lookup
+        one_probe = mapping.top_order == mapping.min_order
         while index <= last:
             folio = cached.get(index & mask)
             inline = folio is not None and folio.uptodate and not folio.locked
@@ -161,6 +163,16 @@ class Ramfs(Vfs):
                 # and put of a folio that already holds its data
                 stats.folio_lookups += 1
                 folio.referenced = True
+            elif folio is None and one_probe:
+                # a miss, inline: the lookup's count, then a new folio of the minimum
+                # order (never EEXIST after a miss), zeroed; its lock and our reference
+                # would be taken and dropped again with nothing in between
+                stats.folio_lookups += 1
+                folio = mapping.filemap_create_folio(index, self.min_order)
+                assert folio is not None
+                folio_zero_range(folio, 0, folio.size)
+                folio_mark_uptodate(folio)
+                inline = True
             else:                          # locked, with a reference of ours
                 folio = mapping.filemap_get_folio_flags(index, FGP_CREAT | FGP_LOCK,
                                                         self.min_order)
