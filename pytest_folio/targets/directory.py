@@ -53,7 +53,7 @@ _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.msync.restype = ctypes.c_int
 _MAP_FAILED = ctypes.c_void_p(-1).value
 # looked up once: an attribute of a CDLL is a lookup on every use
-_mmap, _munmap, _msync = _libc.mmap, _libc.munmap, _libc.msync
+_mmap, _munmap, _msync, _fallocate = _libc.mmap, _libc.munmap, _libc.msync, _libc.fallocate
 _memmove, _string_at = ctypes.memmove, ctypes.string_at
 
 PROBE_NAME = ".folio-probe"
@@ -66,7 +66,7 @@ def _raise_errno(what: str) -> None:
 
 def sys_fallocate(fd: int, mode: int, offset: int, length: int) -> None:
     """fallocate(2) itself, so an unsupported mode is EOPNOTSUPP rather than emulated."""
-    if _libc.fallocate(fd, mode, offset, length) != 0:
+    if _fallocate(fd, mode, offset, length) != 0:
         _raise_errno(f"fallocate(mode={mode:#x}, offset={offset}, length={length})")
 
 
@@ -241,25 +241,37 @@ class DirectoryFS:
         os.close(self._fd(fd))
         self._fds.discard(fd)
 
+    # The calls fsx makes for every operation check the descriptor with ``_fd`` in line
+    # (one call less each: they are a thin layer over the system call).
     def pread(self, fd: int, n: int, offset: int) -> bytes:
-        return os.pread(self._fd(fd), n, offset)
+        if fd not in self._fds:
+            self._fd(fd)
+        return os.pread(fd, n, offset)
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        return os.pwrite(self._fd(fd), data, offset)
+        if fd not in self._fds:
+            self._fd(fd)
+        return os.pwrite(fd, data, offset)
 
     def ftruncate(self, fd: int, length: int) -> None:
-        os.ftruncate(self._fd(fd), length)
+        if fd not in self._fds:
+            self._fd(fd)
+        os.ftruncate(fd, length)
 
     def fstat(self, fd: int) -> os.stat_result:
-        if fd not in self._fds:  # self._fd(fd) in line: fsx calls this after every operation
+        if fd not in self._fds:
             self._fd(fd)
         return os.fstat(fd)
 
     def fsync(self, fd: int) -> None:
-        os.fsync(self._fd(fd))
+        if fd not in self._fds:
+            self._fd(fd)
+        os.fsync(fd)
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        sys_fallocate(self._fd(fd), mode, offset, length)
+        if fd not in self._fds:
+            self._fd(fd)
+        sys_fallocate(fd, mode, offset, length)
 
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
