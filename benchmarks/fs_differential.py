@@ -5,7 +5,11 @@ size) is run three ways in one process, interleaved over several rounds: on the 
 alone and on the oracle alone (the Runner applying each operation, as the test does), and
 through compare() (both, every outcome and size compared, the final snapshot). Printed:
 the median CPU time of each and the ratios compare / target alone and compare / (target
-alone + oracle alone), the latter being what the comparison itself adds::
+alone + oracle alone), the latter being what the comparison itself adds. The goal,
+compare / target alone at most 1.3x, holds only where the reference is much the cheaper
+side (a kernel in a guest, a device); against tmpfs or a file system in Python the
+reference costs about what the target does, so the comparison about twice the target
+(docs/fs.md)::
 
     python benchmarks/fs_differential.py --ops 10000 --block-size 16K --rounds 3
 """
@@ -28,6 +32,8 @@ from pytest_folio.sizes import parse_size
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import AnyFileSystem
 from tests.helpers.fsx_cachedfs import CachedFS
+
+GOAL = 1.3      # compare / target alone: where the reference is the cheaper side
 
 
 def alone(fs: AnyFileSystem, ops: list[tuple]) -> None:  # type: ignore[type-arg]
@@ -82,7 +88,8 @@ def main() -> None:
                     fs, Ramfs(blocksize=bs, features="full"), ops)))
         t, o, c = (statistics.median(times[k]) for k in ("target", "oracle", "compare"))
         print(f"{name}: target alone {t:.2f}, oracle alone {o:.2f}, compare {c:.2f}; "
-              f"compare/target {c / t:.2f}x, compare/(target+oracle) {c / (t + o):.2f}x")
+              f"compare/target {c / t:.2f}x (goal {GOAL}x{'' if c / t <= GOAL else ', above it'}),"
+              f" compare/(target+oracle) {c / (t + o):.2f}x")
 
 
 if __name__ == "__main__":
