@@ -18,7 +18,7 @@ from pytest_folio.mtdtests.common import is_writeable
 from pytest_folio.mtdtests.mtdops import Op, format_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure
-from pytest_folio.mtdtests.report import explain, shrink
+from pytest_folio.mtdtests.report import SHRINK_SECONDS, explain, shrink
 from pytest_folio.session import rerun_command, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import _MTDSuite, folio_order_of, require_destructive, run_seed
@@ -37,6 +37,8 @@ class MTDFsxSuite(_MTDSuite):
     mtd_fsx_seed: ClassVar[int | None] = None  # None: the run's seed
     # None: the run's --folio-hypothesis level; or "mtd-thorough", or a profile of yours
     mtd_hypothesis_profile: ClassVar[str | None] = None
+    # the random run's failure is shrunk for at most this long (0: printed unshrunk)
+    mtd_fsx_shrink_seconds: ClassVar[float] = SHRINK_SECONDS
 
     @staticmethod
     def _layout(dev: MTDDevice, request: pytest.FixtureRequest) -> Layout:
@@ -72,10 +74,10 @@ class MTDFsxSuite(_MTDSuite):
         path.parent.mkdir(parents=True, exist_ok=True)
         whole = len(failure.ops)
         lines = [f"{what}: {failure.summary}"]
-        if rerun is not None:
+        if rerun is not None and self.mtd_fsx_shrink_seconds > 0:
             full = path.with_name(path.stem + "-full.mtdops")
             full.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
-            failure = shrink(failure, rerun)
+            failure = shrink(failure, rerun, seconds=self.mtd_fsx_shrink_seconds)
             lines.append(f"{what}: shrunk to {len(failure.ops)} of {whole} operations "
                          f"(the whole run's log: {full}); it fails with: {failure.summary}")
         path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
