@@ -37,6 +37,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pytest_folio.bytescmp import first_difference as first_difference_at
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE
@@ -656,8 +657,7 @@ class Mismatch(AssertionError):
 def first_difference(ours: bytes, theirs: bytes, base: int, sent: list[Op]) -> str:
     """Where two reads first differ: the file offset, 16 bytes of each side there, and
     the operations sent whose range covers it marked ``*`` (as fsx marks its log)."""
-    at = next((i for i, (x, y) in enumerate(zip(ours, theirs, strict=False)) if x != y),
-              min(len(ours), len(theirs)))
+    at = first_difference_at(ours, theirs)
     offset = base + at
     lines = [f"first difference at file offset {offset} ({offset:#x}): "
              f"target {ours[at:at + 16].hex(' ')}, oracle {theirs[at:at + 16].hex(' ')}"

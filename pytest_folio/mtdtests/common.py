@@ -11,6 +11,7 @@ import dataclasses
 import errno
 from collections.abc import Callable
 
+from pytest_folio.bytescmp import first_difference
 from pytest_folio.targets.protocols import (
     MTD_MLCNANDFLASH,
     MTD_NANDFLASH,
@@ -129,14 +130,6 @@ def mtdtest_erase_good_eraseblocks(dev: MTDDevice, bbt: list[bool], eb: int = 0,
     for i in range(eb, end):
         if not bbt[i]:
             mtdtest_erase_eraseblock(dev, i)
-
-
-def first_difference(got: bytes, expected: bytes) -> int:
-    """Offset of the first differing byte (or the shorter length)."""
-    for i, (a, b) in enumerate(zip(got, expected, strict=False)):
-        if a != b:
-            return i
-    return min(len(got), len(expected))
 
 
 def check_data(what: str, addr: int, got: bytes, expected: bytes) -> None:

@@ -27,8 +27,9 @@ import random
 from collections.abc import Callable, Iterable
 from typing import cast
 
+from pytest_folio.bytescmp import first_difference
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.mtdtests.common import MTDTestError, first_difference, is_nand, is_writeable
+from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
 from pytest_folio.mtdtests.mtdops import KINDS, Op
 from pytest_folio.mtdtests.oracle import OK, FlashOracle, Outcome
 from pytest_folio.targets.protocols import MTD_RAM, DropCaches, MTDDevice, Reopenable

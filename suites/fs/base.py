@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pytest_folio.bytescmp import first_difference
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
 from pytest_folio.fixtures.fs import REPRODUCE
@@ -95,7 +96,7 @@ class _Base:
         if len(got) != len(expected):
             raise AssertionError(f"the file holds {len(got)} bytes, expected {len(expected)}")
         if got != expected:
-            first = next(i for i in range(len(got)) if got[i] != expected[i])
+            first = first_difference(got, expected)
             bs = fs.blocksize
             raise AssertionError(
                 f"first bad byte at offset {first:#x} (block {first // bs}, {first % bs:#x} "
