@@ -3,12 +3,20 @@ whether a process is still alive."""
 
 from __future__ import annotations
 
+import shutil
 import struct
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from pytest_folio.vm.bootimage import XEN_ELFNOTE_PHYS32_ENTRY
 from pytest_folio.vm.source import KernelSource
+
+# linux-source ships as .tar.xz: tar needs xz to take anything out of it
+needs_xz = pytest.mark.skipif(
+    shutil.which("xz") is None,
+    reason="needs xz for linux-source's .tar.xz (apt-get install xz-utils)")
 
 
 def elf64(sections: dict[str, bytes] | None = None,

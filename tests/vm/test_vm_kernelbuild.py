@@ -22,6 +22,7 @@ from pytest_folio.vm.kernelbuild import (
     debian_source_tree,
     tree_hash,
 )
+from tests.helpers.vm import needs_xz
 
 _ABSENT = [tool for tool in BUILD_TOOLS if shutil.which(tool) is None]
 # the README's commands install no build tools; CI installs them (.ci/run)
@@ -257,8 +258,7 @@ def _source_deb(tmp_path: Path, text: str) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
-@pytest.mark.skipif(shutil.which("xz") is None,
-                    reason="needs xz for linux-source's .tar.xz (apt-get install xz-utils)")
+@needs_xz
 def test_a_debian_suites_newest_source_is_fetched_once_per_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     apt = FakeSuiteApt(_source_deb(tmp_path, "VERSION = 9\n"), "9.9.1-1")

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from pytest_folio.vm.build import (
 from pytest_folio.vm.qemu import BASE_CMDLINE
 from pytest_folio.vm.source import KernelSource
 from pytest_folio.vmabi import MARK
-from tests.helpers.vm import bzimage, kernel_source, kernel_tree, module
+from tests.helpers.vm import bzimage, kernel_source, kernel_tree, module, needs_xz
 
 SEEDS = Path(__file__).parents[2] / "examples/seeds"
 needs_patch = pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
@@ -229,7 +230,7 @@ def _boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     qemu = bin_dir / "qemu-system-x86_64"
-    qemu.write_text("#!/usr/bin/env python3\nimport sys\n"
+    qemu.write_text(f"#!{sys.executable}\nimport sys\n"
                     "def say(line):\n    sys.stdout.write(line + '\\r\\n'); sys.stdout.flush()\n"
                     f"{GUEST}\n")
     qemu.chmod(0o755)
@@ -295,6 +296,7 @@ def test_kernel_args_of_more_than_one_line_are_refused(
                             "init_on_alloc=0") and len(err) == 1
 
 
+@needs_xz
 def test_a_directory_is_taken_out_whole_after_a_directory_inside_it(tmp_path: Path) -> None:
     """fs/ramfs taken out first, then fs (for fs/libfs.c): fs is taken out too, merged
     in; a path inside one taken out whole is not taken out again."""
