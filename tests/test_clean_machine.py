@@ -62,8 +62,9 @@ def test_tests_needing_absent_tools_skip_on_a_bare_machine(tmp_path: Path) -> No
             (bare / program.name).symlink_to(program)
     env = {"PATH": str(bare), "HOME": str(tmp_path), "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1"}
+    # -rsf: the skips, then the failures last, where the assertion's tail shows them
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "-rs",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "-rsf",
          "-o", "addopts=", "--ignore=tests/vm/guest", *TOOL_USERS], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=900, check=False)
     tail = done.stdout[-3000:]
