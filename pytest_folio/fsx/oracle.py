@@ -115,6 +115,27 @@ def pattern(n: int, tag: int) -> bytes:
     return (_PATTERN * ((start + n) // len(_PATTERN) + 1))[start:start + n]
 
 
+def copy_all(fs: AnyFileSystem, src: int, dst: int, count: int, offset_src: int,
+             offset_dst: int) -> int:
+    """copy_file_range as cp calls it: again after a short copy, until all is copied
+    or it copies nothing. Linux lets any copy be short (XFS copies whole blocks by
+    sharing them, then stops), so the total is what both sides must agree on. An
+    error after some progress ends the copy short, as a short count would."""
+    done = 0
+    while done < count:
+        try:
+            n = fs.copy_file_range(src, dst, count - done, offset_src + done,
+                                   offset_dst + done)
+        except OSError:
+            if not done:
+                raise
+            break
+        if n <= 0:
+            break
+        done += n
+    return done
+
+
 def supported(fs: AnyFileSystem) -> frozenset[str]:
     """The operation families ``fs`` has: its features (:func:`features_of`: the
     optional calls it has, narrowed by its ``features``), ``drop_caches`` when it is a
@@ -541,7 +562,7 @@ class Runner:
                     fs.drop_caches(args[0])
             return None
         if kind == "copy_file_range":
-            return self.copy_all(slots[args[0]].fd, slots[args[1]].fd, *args[2:])
+            return copy_all(fs, slots[args[0]].fd, slots[args[1]].fd, *args[2:])
         if kind in ("unlink", "mkdir", "rmdir", "rename", "listdir"):
             return getattr(fs, kind)(*args)
         fd = slots[args[0]].fd
@@ -556,26 +577,6 @@ class Runner:
         if kind == "mmap_read":
             return fs.mmap_read(fd, args[1], args[2])
         return getattr(fs, kind)(fd, *args[1:])
-
-    def copy_all(self, src: int, dst: int, count: int, offset_src: int,
-                 offset_dst: int) -> int:
-        """copy_file_range as cp calls it: again after a short copy, until all is copied
-        or it copies nothing. Linux lets any copy be short (XFS copies whole blocks by
-        sharing them, then stops), so the total is what both sides must agree on. An
-        error after some progress ends the copy short, as a short count would."""
-        done = 0
-        while done < count:
-            try:
-                n = self.fs.copy_file_range(src, dst, count - done, offset_src + done,
-                                            offset_dst + done)
-            except OSError:
-                if not done:
-                    raise
-                break
-            if n <= 0:
-                break
-            done += n
-        return done
 
     def two_bad_arguments(self, op: Op) -> bool:
         """Whether ``op`` has a descriptor that cannot do it and an offset out of range

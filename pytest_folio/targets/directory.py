@@ -241,37 +241,25 @@ class DirectoryFS:
         os.close(self._fd(fd))
         self._fds.discard(fd)
 
-    # The calls fsx makes for every operation check the descriptor with ``_fd`` in line
-    # (one call less each: they are a thin layer over the system call).
     def pread(self, fd: int, n: int, offset: int) -> bytes:
-        if fd not in self._fds:
-            self._fd(fd)
-        return os.pread(fd, n, offset)
+        return os.pread(self._fd(fd), n, offset)
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        if fd not in self._fds:
-            self._fd(fd)
-        return os.pwrite(fd, data, offset)
+        return os.pwrite(self._fd(fd), data, offset)
 
     def ftruncate(self, fd: int, length: int) -> None:
-        if fd not in self._fds:
-            self._fd(fd)
-        os.ftruncate(fd, length)
+        os.ftruncate(self._fd(fd), length)
 
     def fstat(self, fd: int) -> os.stat_result:
-        if fd not in self._fds:
+        if fd not in self._fds:  # self._fd(fd) in line: fsx calls this after every operation
             self._fd(fd)
         return os.fstat(fd)
 
     def fsync(self, fd: int) -> None:
-        if fd not in self._fds:
-            self._fd(fd)
-        os.fsync(fd)
+        os.fsync(self._fd(fd))
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        if fd not in self._fds:
-            self._fd(fd)
-        sys_fallocate(fd, mode, offset, length)
+        sys_fallocate(self._fd(fd), mode, offset, length)
 
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:

@@ -7,6 +7,7 @@ import os
 from functools import partial
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fsx.oracle import copy_all
 from pytest_folio.suites.fs.base import (
     FALLOC_FL_UNKNOWN,
     RDWR_CREAT,
@@ -27,17 +28,6 @@ from pytest_folio.targets.protocols import (
 
 class FsCopyRange(_Base):
     """copy_file_range at and past the source EOF, within one file, of zero bytes."""
-
-    def copy_all(self, fs: AnyFileSystem, src: int, dst: int, count: int, off_in: int,
-                 off_out: int) -> int:
-        """Copy until ``count`` bytes are done or the call copies nothing."""
-        done = 0
-        while done < count:
-            n = fs.copy_file_range(src, dst, count - done, off_in + done, off_out + done)
-            if n == 0:
-                break
-            done += n
-        return done
 
     def assert_copies_nothing(self, fs: AnyFileSystem, *calls: tuple[int, int, int]) -> None:
         """Each ``(count, offset_src, offset_dst)`` from a 1000-byte file into a 3-byte one
@@ -62,7 +52,7 @@ class FsCopyRange(_Base):
         data = pattern(bs + 100, 22)
         src = self.create(filesystem, "a", data)
         dst = filesystem.open("b", RDWR_CREAT)
-        n = self.copy_all(filesystem, src, dst, 3 * bs, bs - 50, 0)
+        n = copy_all(filesystem, src, dst, 3 * bs, bs - 50, 0)
         assert n == 150
         self.assert_contents(filesystem, dst, data[bs - 50:])
 
@@ -83,9 +73,9 @@ class FsCopyRange(_Base):
         bs = filesystem.blocksize
         model = bytearray(pattern(3 * bs, 24))
         fd = self.create(filesystem, "a", bytes(model))
-        assert self.copy_all(filesystem, fd, fd, bs + 7, 3, 2 * bs - 5) == bs + 7
+        assert copy_all(filesystem, fd, fd, bs + 7, 3, 2 * bs - 5) == bs + 7
         model[2 * bs - 5:3 * bs + 2] = model[3:bs + 10]
-        assert self.copy_all(filesystem, fd, fd, bs, bs, 0) == bs    # touching, not overlapping
+        assert copy_all(filesystem, fd, fd, bs, bs, 0) == bs    # touching, not overlapping
         model[0:bs] = model[bs:2 * bs]
         self.assert_contents(filesystem, fd, model)
 
@@ -101,7 +91,7 @@ class FsCopyRange(_Base):
         src = self.create(filesystem, "a", data)
         dst = self.create(filesystem, "b", b"dst")
         far = bs + PAGE_SIZE + 1
-        assert self.copy_all(filesystem, src, dst, len(data), 0, far) == len(data)
+        assert copy_all(filesystem, src, dst, len(data), 0, far) == len(data)
         self.assert_contents(filesystem, dst, b"dst" + bytes(far - 3) + data)
 
     def test_copied_data_is_intact_after_close_and_reopen(
@@ -111,7 +101,7 @@ class FsCopyRange(_Base):
         data = pattern(3 * bs + 5, 27)
         src = self.create(filesystem, "a", data)
         dst = filesystem.open("b", RDWR_CREAT)
-        assert self.copy_all(filesystem, src, dst, len(data) - 1, 1, PAGE_SIZE - 1) == (
+        assert copy_all(filesystem, src, dst, len(data) - 1, 1, PAGE_SIZE - 1) == (
             len(data) - 1)
         dst = self.reopen(filesystem, dst, "b", os.O_RDONLY)
         self.assert_contents(filesystem, dst, bytes(PAGE_SIZE - 1) + data[1:])
