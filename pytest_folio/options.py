@@ -50,6 +50,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "--folio-fs target and on this oracle (reference[:errors=any], a directory, or none; "
      "default: reference unless --folio-fs is the reference), compare everything",
      None, "string"),
+    ("--folio-ktap", "turn this KTAP log (a kernel's KUnit or kselftest output, from "
+     "this or another machine) into the session's items, one per test", None, "string"),
     ("--folio-fs-oracle-replay", "replay this differential log (.fsdiff, saved by a "
      "failing differential test) instead of a random sequence", None, "string"),
     ("--folio-save", "write this run's timings to a JSON file", None, "string"),
@@ -215,6 +217,7 @@ class FolioSettings:
     timeout: float = 0.0                 # 0: no limit
     fs_oracle_replay: Path | None = None
     race_seconds: float = 2.0
+    ktap: Path | None = None
 
     @property
     def fsx_seed(self) -> int:
@@ -253,6 +256,17 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
     if chosen is not None:
         return chosen
     return random.SystemRandom().randrange(1, 1 << 31)
+
+
+def _ktap_log(text: str) -> Path:
+    """A KTAP log that reads as one (checked now: a bad log is a usage error)."""
+    from pytest_folio.ktap import KtapError, read
+
+    try:
+        read(text)
+    except KtapError as exc:
+        raise ValueError(f"{text}: {exc}") from None
+    return Path(text)
 
 
 def _fsdiff_log(text: str) -> Path:
@@ -444,6 +458,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         columns=columns,
         fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,
+        ktap=given.parse("--folio-ktap", _ktap_log),
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

@@ -15,6 +15,7 @@ import pytest
 from pytest_folio import hookspecs, progress
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.timing import register_collector
+from pytest_folio.ktap_items import collect_log, locate_skip
 from pytest_folio.options import (
     add_options,
     parse_block_size_value,
@@ -89,6 +90,24 @@ class _XdistController:
         node.workerinput["folio_seed"] = settings(node.config).seed
         node.workerinput["folio_session"] = session(node.config).decisions()
         node.workerinput[CONTROLLER_HOST] = socket.gethostname()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """``--folio-ktap FILE``: the log's tests join the items (first, so that ``-k`` and
+    ``-m`` select among them as among any)."""
+    log = settings(config).ktap
+    if log is not None:
+        items.extend(collect_log(session, log))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    locate_skip(item, report)
+    return report
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
