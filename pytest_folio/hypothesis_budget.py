@@ -82,7 +82,7 @@ def parse_level(text: str) -> str:
     return level
 
 
-def shrink_seconds(profile: str) -> int:
+def shrink_seconds_of(profile: str) -> int:
     """The shrinking budget of a profile by its name (Hypothesis's own five minutes for a
     profile of the user's own)."""
     kind, _, level = profile.partition("-")
@@ -124,7 +124,7 @@ class _CPUClock:
 
 
 @contextlib.contextmanager
-def _shrinking_budget(seconds: int, more: str) -> Iterator[list[str]]:
+def _shrinking_budget(seconds: float, more: str) -> Iterator[list[str]]:
     """Hypothesis's shrinking deadline (its documented, monkeypatchable
     MAX_SHRINKING_SECONDS) set to ``seconds`` of CPU time for one run; its warning,
     which speaks of five minutes, is replaced by the note yielded (empty unless the
@@ -153,10 +153,12 @@ def _shrinking_budget(seconds: int, more: str) -> Iterator[list[str]]:
 
 def run_machine(machine: type, profile: str, *, seed: int | None = None,
                 database: Path | None = None, key: str = "", shrink: bool = True,
+                shrink_seconds: float | None = None,
                 on_note: Callable[[str], None] | None = None) -> None:
     """Run a state machine class under ``profile``, with the run's ``seed``, the example
     database directory ``database`` (keyed by ``key``, the test's id) and the profile's
-    shrinking budget; ``shrink=False`` reports the first failure found, unshrunk.
+    shrinking budget (``shrink_seconds`` instead, when given); ``shrink=False`` (or a
+    budget of 0) reports the first failure found, unshrunk.
     ``on_note`` hears what the user should know about the run (the budget ran out)."""
     from hypothesis import Phase, settings
     from hypothesis import seed as hypothesis_seed
@@ -168,7 +170,8 @@ def run_machine(machine: type, profile: str, *, seed: int | None = None,
     if database is not None:
         overrides["database"] = _keyed(DirectoryBasedExampleDatabase(database),
                                        key.encode() + b"\0")
-    if not shrink:
+    budget = shrink_seconds if shrink_seconds is not None else shrink_seconds_of(profile)
+    if not shrink or budget <= 0:
         overrides["phases"] = [p for p in base.phases if p not in (Phase.shrink,
                                                                     Phase.explain)]
     chosen = settings(base, **overrides) if overrides else base
@@ -177,7 +180,7 @@ def run_machine(machine: type, profile: str, *, seed: int | None = None,
         machine = hypothesis_seed(seed)(machine)
     test = get_state_machine_test(machine, settings=chosen)
     more = "; --folio-hypothesis=thorough shrinks longer" if profile.endswith("-quick") else ""
-    with _shrinking_budget(shrink_seconds(profile), more) as notes:
+    with _shrinking_budget(budget, more) as notes:
         try:
             test()
         finally:

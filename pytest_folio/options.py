@@ -52,6 +52,9 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      None, "string"),
     ("--folio-ktap", "turn this KTAP log (a kernel's KUnit or kselftest output, from "
      "this or another machine) into the session's items, one per test", None, "string"),
+    ("--folio-shrink-seconds", "the shrinking budget of every failure, in seconds of CPU "
+     "time (0: report each failure unshrunk; default: each suite's own, 10-20 s, and "
+     "--folio-hypothesis's for the state machines)", None, "string"),
     ("--folio-fs-oracle-replay", "replay this differential log (.fsdiff, saved by a "
      "failing differential test) instead of a random sequence", None, "string"),
     ("--folio-save", "write this run's timings to a JSON file", None, "string"),
@@ -217,7 +220,13 @@ class FolioSettings:
     timeout: float = 0.0                 # 0: no limit
     fs_oracle_replay: Path | None = None
     race_seconds: float = 2.0
+    shrink_seconds: float | None = None
     ktap: Path | None = None
+
+    def shrink_budget(self, default: float) -> float:
+        """A suite's shrinking budget: ``--folio-shrink-seconds`` when given, else the
+        suite's own ``default``."""
+        return default if self.shrink_seconds is None else self.shrink_seconds
 
     @property
     def fsx_seed(self) -> int:
@@ -458,6 +467,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         columns=columns,
         fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,
+        shrink_seconds=given.parse("--folio-shrink-seconds", _seconds),
         ktap=given.parse("--folio-ktap", _ktap_log),
     )
     # last: every value above has recorded where it came from

@@ -32,7 +32,7 @@ def cut_report(what: str, summary: str, ops: Sequence[T],
     by delta debugging when ``fails_with`` can replay a run on a fresh target (it returns
     the run's failure, or None when the run passes)."""
     kept, again = list(ops), None
-    if fails_with is not None and len(ops) > 1:
+    if fails_with is not None and len(ops) > 1 and seconds > 0:
         cut = ops[-1]
         with suppress(Exception):    # a shrink that goes wrong keeps the whole run
             body = ddmin(ops[:-1], lambda c: fails_with([*c, cut]) is not None,

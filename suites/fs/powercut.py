@@ -68,7 +68,8 @@ class FsPowerCut(_Base):
 
         return cut_report(f"fs power cut ({WHERE[schedule]}, checked in "
                           f"{power_cut_unit(fs)}-byte units)", failure.summary, failure.ops,
-                          fails_with, seconds=self.powercut_shrink_seconds)
+                          fails_with, seconds=settings(request.config).shrink_budget(
+                              self.powercut_shrink_seconds))
 
     def test_power_cut_after_fsync_keeps_fsynced_data_sizes_and_names(
             self, filesystem: FileSystem, request: pytest.FixtureRequest) -> None:

@@ -74,10 +74,11 @@ class MTDFsxSuite(_MTDSuite):
         path.parent.mkdir(parents=True, exist_ok=True)
         whole = len(failure.ops)
         lines = [f"{what}: {failure.summary}"]
-        if rerun is not None and self.mtd_fsx_shrink_seconds > 0:
+        budget = settings(request.config).shrink_budget(self.mtd_fsx_shrink_seconds)
+        if rerun is not None and budget > 0:
             full = path.with_name(path.stem + "-full.mtdops")
             full.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
-            failure = shrink(failure, rerun, seconds=self.mtd_fsx_shrink_seconds)
+            failure = shrink(failure, rerun, seconds=budget)
             lines.append(f"{what}: shrunk to {len(failure.ops)} of {whole} operations "
                          f"(the whole run's log: {full}); it fails with: {failure.summary}")
         path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))

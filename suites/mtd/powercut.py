@@ -22,6 +22,7 @@ from pytest_folio.mtdtests.powercut import (
     run_powercut,
 )
 from pytest_folio.powercut import cut_report
+from pytest_folio.session import settings
 from pytest_folio.suites.mtd.base import (
     _MTDSuite,
     _rerun,
@@ -81,7 +82,8 @@ class MTDPowerCutSuite(_MTDSuite):
                 return None
 
         report = cut_report("mtd power cut", failure.summary, failure.ops, fails_with,
-                            seconds=self.powercut_shrink_seconds)
+                            seconds=settings(request.config).shrink_budget(
+                                self.powercut_shrink_seconds))
         pytest.fail(f"{report}\nmtd power cut: replay it (seed and cut point): "
                     f"{_rerun(request)}", pytrace=False)
 

@@ -60,11 +60,14 @@ CAUGHT_BY = {
 REPRODUCTION = re.compile(r"^(?:reproduce|fsx: replay it|replay): (python -m pytest .*)", re.M)
 
 
-def default_suites(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
+def default_suites(pytester: pytest.Pytester, spec: str, *extra: str,
+                   shrink: bool = False) -> pytest.RunResult:
+    """The default run against ``spec``; unshrunk unless ``shrink`` (most tests here check
+    only which tests fail and that a reproduction is printed: shrinking is checked once)."""
     return pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
                               "-k", "not mtd", f"--folio-fs={spec}", "--folio-seed=1",
                               "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
-                              *extra)
+                              *([] if shrink else ["--folio-shrink-seconds=0"]), *extra)
 
 
 def test_the_catalogue_holds_at_least_thirty_distinct_bugs() -> None:
@@ -122,6 +125,15 @@ def test_each_crash_only_bug_is_caught_by_the_power_cut_suites_alone(
     failed = set(re.findall(r"FAILED \S*::(test_\w+)\[", out))
     assert failed == POWER_CUT_TESTS, out[-3000:]
     assert REPRODUCTION.search(out), out[-3000:]
+    assert "shrunk to" not in out, out[-3000:]     # --folio-shrink-seconds=0
+
+
+def test_a_power_cut_failure_is_shrunk_within_the_default_budget(
+        pytester: pytest.Pytester) -> None:
+    result = default_suites(pytester, CRASH_ONLY[0], "--folio-hypothesis=off", "-x",
+                            "-k", "power", shrink=True)
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     assert "shrunk to" in out, out[-3000:]
 
 
