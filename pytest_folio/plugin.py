@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_folio import hookspecs, progress
+from pytest_folio import hookspecs, progress, suites
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.timing import register_collector
 from pytest_folio.ktap_items import collect_log, locate_skip
@@ -100,6 +101,31 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     log = settings(config).ktap
     if log is not None:
         items.extend(collect_log(session, log))
+    other = other_targets_suites(config, items)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
+
+
+# the fixtures that mark a bundled suite's test as one of a kind of target
+KIND_FIXTURES = {"mtd": ("mtd_device", "block2mtd"), "fs": ("filesystem", "ramfs", "fsx")}
+
+
+def other_targets_suites(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The bundled suites' tests of the kind of target the user did not choose, when they
+    chose only one (``--folio-fs=mypkg:factory`` alone): a run against their file system
+    need not test the reference flash device too. Naming the other target (even
+    ``--folio-mtd=reference``) asks for both."""
+    chosen = {kind for kind in KIND_FIXTURES
+              if config.getoption(f"folio_{kind}") is not None
+              or config.getini(f"folio_{kind}") is not None}
+    if len(chosen) != 1:
+        return []
+    [other] = set(KIND_FIXTURES) - chosen
+    bundled = Path(suites.__file__).parent
+    return [item for item in items
+            if item.path.is_relative_to(bundled)
+            and any(f in getattr(item, "fixturenames", ()) for f in KIND_FIXTURES[other])]
 
 
 @pytest.hookimpl(wrapper=True)
