@@ -65,6 +65,7 @@ class KtapLog(pytest.File):
         yield from _children(self, read(str(self.path)))
 
 
+
 class KtapGroup(pytest.Collector):
     """A KTAP test with subtests."""
 
@@ -93,13 +94,16 @@ class KtapItem(pytest.Item):
     def __init__(self, *, test: KtapTest, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.test = test
+        # the top-level tests' times (name, seconds) this item announces: the timing
+        # table has one row per top-level test (a selftest program, a KUnit suite)
+        self.times: list[tuple[str, float]] = []
 
     def runtest(self) -> None:
         test = self.test
-        if test.duration is not None:
+        for name, seconds in self.times:
             self.config.hook.pytest_folio_measurement(item=self, measurement=Measurement(
-                suite=SUITE, name=self.nodeid.partition("::")[2], unit="ms",
-                samples=[test.duration * 1000.0], target=f"ktap:{self.path.name}"))
+                suite=SUITE, name=name, unit="ms", samples=[seconds * 1000.0],
+                target=f"ktap:{self.path.name}"))
         if test.outcome == "skipped":
             pytest.skip(test.reason or "skipped (the log gives no reason)")
         if test.outcome == "xfailed":
@@ -133,7 +137,10 @@ class KtapItem(pytest.Item):
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, (self.test.line - 1) if self.test.line else None, self.name
+        name = self.name
+        if isinstance(self.parent, KtapGroup) and self.parent.test is self.test:
+            name = f"{self.parent.name} (result)"        # a parent test's own verdict
+        return self.path, (self.test.line - 1) if self.test.line else None, name
 
 
 def locate_skip(item: pytest.Item, report: pytest.TestReport) -> None:
@@ -152,15 +159,21 @@ def collect_log(session: pytest.Session, path: Path) -> list[pytest.Item]:
         nodeid = path.relative_to(session.config.rootpath).as_posix()
     except ValueError:
         nodeid = path.name          # a log from elsewhere: its name, not its whole path
-    pending: list[pytest.Item | pytest.Collector] = [
-        KtapLog.from_parent(session, path=path, nodeid=nodeid)]
-    while pending:
-        node = pending.pop(0)
-        if isinstance(node, pytest.Item):
-            items.append(node)
-        else:
-            assert isinstance(node, pytest.Collector)
-            pending[0:0] = list(node.collect())
+    log = KtapLog.from_parent(session, path=path, nodeid=nodeid)
+    for top in log.collect():
+        first = len(items)
+        pending: list[pytest.Item | pytest.Collector] = [top]
+        while pending:
+            node = pending.pop(0)
+            if isinstance(node, pytest.Item):
+                items.append(node)
+            else:
+                assert isinstance(node, pytest.Collector)
+                pending[0:0] = list(node.collect())
+        head = items[first] if len(items) > first else None
+        assert isinstance(top, KtapGroup | KtapItem)
+        if top.test.duration is not None and isinstance(head, KtapItem):
+            head.times.append((top.name, top.test.duration))
     session.config.hook.pytest_collectreport(report=pytest.CollectReport(
         nodeid, "passed", None, list(items)))
     return items

@@ -76,8 +76,11 @@ from pytest_folio.vm.qemu import (
     run_guest,
 )
 from pytest_folio.vm.runsettings import read_run_settings
-from pytest_folio.vm.source import KernelSource
+from pytest_folio.vm.selftests import build_selftests
+from pytest_folio.vm.selftests import guest_argv as selftests_guest_argv
+from pytest_folio.vm.source import KernelSource, SourceCache
 from pytest_folio.vm.vmoptions import VMOptions, add_arguments, check_options
+from pytest_folio.vmabi import GUEST_OUT
 
 KVM_BOOT_TIMEOUT = 15.0  # TCG reaches init in about 2 s here; a KVM guest that has not is hung
 
@@ -202,10 +205,13 @@ class VMRun:
                 fs = size_map(dict(zip(sizes, (g.mountpoint for g in guest if g.fstype),
                                        strict=True)))
                 extra.append(f"--folio-block-sizes={','.join(format_size(b) for b in sizes)}")
+            argv = guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
+                                     self.opts.erasesize, mtd, fs, extra) + last
+            if self.opts.ktap:
+                argv = self.selftests_argv(kernel, argv)
             job = GuestJob(
                 modules=[name for name, _ in modules], module_params={}, cwd=os.getcwd(),
-                argv=guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
-                                       self.opts.erasesize, mtd, fs, extra) + last,
+                argv=argv,
                 env=env, disks=guest, ramfs_sizes=ramfs_sizes, ramfs_type=ramfs_type)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
@@ -226,6 +232,14 @@ class VMRun:
                       if self.opts.power_cut else self.boot(qemu, machine))
             self.collect(work / "out", save)
         return status
+
+    def selftests_argv(self, kernel: Kernel, argv: list[str]) -> list[str]:
+        """``--ktap``: the selftests built for ``kernel``, run in the guest before pytest,
+        whose session then reads their log as items."""
+        source = self.source or SourceCache(self.cache.root).fetch(kernel, self.progress,
+                                                                   self.opts.suite)
+        tests = build_selftests(source, self.opts.ktap, self.cache.root, self.progress)
+        return selftests_guest_argv(sys.executable, tests, f"{GUEST_OUT}/ktap.log", argv)
 
     def built_modules(self, kernel: Kernel, modules: list[tuple[str, bytes]],
                       env: dict[str, str]) -> tuple[list[tuple[str, bytes]], Built]:

@@ -20,6 +20,7 @@ from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 from pytest_folio.vm.disks import FILE_SYSTEMS
 from pytest_folio.vm.powercut import default_args
+from pytest_folio.vm.selftests import parse_ktap_tests
 
 MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the devices' page cache
 
@@ -120,6 +121,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "byte against what the cut may leave (pytest arguments default "
                              "to pytest_folio.suites.test_kernel_powercut, with --fs to "
                              "test_kernel_fs_powercut)")
+    parser.add_argument("--ktap", metavar="SET|NAMES",
+                        help="also run the kernel's own selftests in the guest and report "
+                        "their KTAP results as items of the session: 'mm' (the large-folio "
+                        "mm selftests) or selftest names, comma-separated; built from the "
+                        "kernel's Debian source")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -150,6 +156,7 @@ class VMOptions:
     interleave: bool = False
     power_cut: bool = False
     kernel_args: str = ""
+    ktap: tuple[str, ...] = ()
 
 
 def check_cache(cache: Path) -> None:
@@ -220,6 +227,12 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if any(c in kernel_args for c in "\n\r\0"):
         raise CommandError("--kernel-args: one line of kernel parameters, e.g. "
                            "init_on_alloc=0")
+    ktap: tuple[str, ...] = ()
+    if getattr(args, "ktap", None) is not None:
+        try:
+            ktap = parse_ktap_tests(args.ktap)
+        except ValueError as exc:
+            raise CommandError(f"--ktap {args.ktap}: {exc}") from None
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -235,4 +248,5 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         patches=tuple(getattr(args, "patch", [])), driver=driver,
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
         build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
-        interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip())
+        interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip(),
+        ktap=ktap)

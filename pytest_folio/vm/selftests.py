@@ -1,0 +1,122 @@
+"""The kernel's own selftests for ``vm --ktap``: built on the host from the booted
+kernel's source, run in the guest, reported as items.
+
+The mm selftests are user-space programs that print KTAP; they exercise large folios
+(``cow`` over every THP size the kernel offers, ``split_huge_page_test`` over anonymous,
+shmem and page-cache folios, ``gup_longterm``, ``mkdirty``, ``madv_populate``). Each is
+compiled with the host's C compiler against the kernel tree's own user-space headers
+(``make headers``, into a build directory of ours: the tree stays as extracted), from
+the same Debian source the module builds use, and cached per kernel. A test that does
+not build for that kernel (it is newer than the tree, or needs a library the host lacks)
+is not an error: the guest reports it skipped, with the compiler's first error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from pytest_folio.vm import Progress, Run, VMError, last_error, run_tool
+from pytest_folio.vm.source import KernelSource
+
+# the large-folio selftests of tools/testing/selftests/mm (vm before Linux 6.3)
+MM = ("cow", "split_huge_page_test", "gup_longterm", "mkdirty", "madv_populate")
+SETS = {"mm": MM}
+# what the mm tests compile against besides their own directory
+HELPERS = ("vm_util.c", "thp_settings.c")
+SOURCE_PATHS = ["Makefile", "scripts", "include", "arch/x86", "usr", "tools/include",
+                "tools/arch/x86/include", "tools/testing/selftests", "mm/gup_test.h"]
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def parse_ktap_tests(text: str) -> tuple[str, ...]:
+    """``--ktap mm`` (the large-folio set) or ``--ktap cow,split_huge_page_test``."""
+    names: list[str] = []
+    for word in (w.strip() for w in text.split(",")):
+        if word in SETS:
+            names += SETS[word]
+        elif _NAME.match(word):
+            names.append(word)
+        else:
+            raise ValueError(f"{word!r} is neither a set ({', '.join(SETS)}) nor a "
+                             "selftest's name")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclasses.dataclass(frozen=True)
+class Selftest:
+    """One selftest for the guest: its program, or why there is none."""
+
+    name: str
+    path: Path | None
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"selftests: mm: {self.name}"
+
+
+def _directory(tree: Path) -> Path:
+    for name in ("mm", "vm"):
+        if (tree / "tools/testing/selftests" / name / "Makefile").is_file():
+            return tree / "tools/testing/selftests" / name
+    raise VMError(f"{tree} has no tools/testing/selftests/mm (or vm)")
+
+
+def build_selftests(source: KernelSource, names: tuple[str, ...], cache_root: Path,
+                    progress: Progress, run: Run = run_tool) -> list[Selftest]:
+    """``names`` built for ``source``'s kernel (the programs cached under
+    ``CACHE/selftests/RELEASE_VERSION``; one that did not build is tried again)."""
+    out = cache_root / "selftests" / f"{source.release}_{source.version}"
+    built = out / "bin"
+    if all((built / n).is_file() for n in names):
+        progress(f"selftests for {source.release} (cached, {out})")
+        return [Selftest(n, built / n) for n in names]
+    tree = source.extract(SOURCE_PATHS, run)
+    tests = _directory(tree)
+    headers = out / "headers"
+    if not (headers / "usr/include/linux").is_dir():
+        progress(f"the user-space headers of {source.release} (make headers)")
+        proc = run(["make", "-s", "-C", str(tree), f"O={headers}", "headers"])
+        if proc.returncode != 0:
+            raise VMError(f"make headers in {tree} failed: {last_error(proc)}")
+    built.mkdir(parents=True, exist_ok=True)
+    (tests / "local_config.h").touch()        # the Makefile's probe of optional libraries
+    helpers = [h for h in HELPERS if (tests / h).is_file()]
+    results = []
+    for name in names:
+        results.append(_build(name, tests, headers, built / name, helpers, source, run))
+    made = [t.name for t in results if t.path is not None]
+    progress(f"built the selftests {', '.join(made) or '(none)'} for {source.release} "
+             f"({out})" + "".join(f"; {t.name} {t.reason}" for t in results if t.path is None))
+    return results
+
+
+def _build(name: str, tests: Path, headers: Path, program: Path, helpers: list[str],
+           source: KernelSource, run: Run) -> Selftest:
+    if program.is_file():
+        return Selftest(name, program)
+    if not (tests / f"{name}.c").is_file():
+        return Selftest(name, None, f"{source.release}'s selftests have no {name}.c")
+    proc = run(["cc", "-O2", "-w", "-I..", "-isystem", str(headers / "usr/include"),
+                "-I../../../../tools/include/uapi", "-o", str(program), f"{name}.c",
+                *helpers, "-lrt", "-lpthread", "-lm"], cwd=tests)
+    if proc.returncode == 0:
+        return Selftest(name, program)
+    first = next((ln for ln in (proc.stderr + proc.stdout).splitlines() if "error" in ln),
+                 last_error(proc))
+    return Selftest(name, None, f"does not build: {first.strip()}")
+
+
+def guest_argv(python: str, tests: list[Selftest], log: str,
+               pytest_argv: list[str]) -> list[str]:
+    """The guest's command: the selftests into ``log``, then pytest (``pytest_argv``,
+    from ``python -m pytest`` on) with the log as items."""
+    head = [python, "-m", "pytest"]
+    if pytest_argv[:3] != head:
+        raise ValueError(f"not a pytest command line: {pytest_argv[:3]}")
+    return [python, "-m", "pytest_folio.ktap_run", "--out", log,
+            *(f"--program={t.label}={t.path}" for t in tests if t.path is not None),
+            *(f"--missing={t.label}={t.reason}" for t in tests if t.path is None),
+            "--", *pytest_argv[3:]]
