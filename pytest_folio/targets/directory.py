@@ -49,9 +49,13 @@ CLOSED_FD = -1      # what the kernel is given for a descriptor this target did 
 
 def check_mapped_range(offset: int, length: int, size: int) -> None:
     """A shared mapping is readable up to the end of the page holding EOF; past it the
-    kernel sends SIGBUS, which we turn into EFAULT instead of killing the test process."""
-    if offset < 0 or length < 0:
-        raise OSError(errno.EINVAL, f"mapped access at offset {offset}, length {length}")
+    kernel sends SIGBUS, which we turn into EFAULT instead of killing the test process.
+    A negative offset is EOVERFLOW, as mmap(2) says (file_mmap_ok takes its page index
+    as unsigned: past any file's maximum size)."""
+    if length < 0:
+        raise OSError(errno.EINVAL, f"mapped access of length {length}")
+    if offset < 0:
+        raise OSError(errno.EOVERFLOW, f"mapped access at offset {offset}")
     limit = -(-size // PAGE_SIZE) * PAGE_SIZE
     if offset + length > limit:
         raise OSError(
