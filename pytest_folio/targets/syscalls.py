@@ -1,16 +1,21 @@
-"""The system calls of the FileSystem protocol, raw: straight to the C library.
+"""The system calls of the FileSystem protocol, raw: what the kernel says, nothing else.
 
 Python's ``os`` and ``mmap`` modules check some arguments themselves before the kernel
-sees them (``os.pread`` refuses a negative length or an offset past 2**63 with
-ValueError or OverflowError, ``mmap`` checks offsets and lengths against the file size,
-``os.posix_fallocate`` emulates what the file system lacks). A differential against a
+sees them: ``os.fsync`` refuses a negative descriptor, ``os.copy_file_range`` a count
+past 2**63 - 1, ``mmap`` checks offsets and lengths against the file size,
+``os.posix_fallocate`` emulates what the file system lacks. A differential against a
 real file system must see what the kernel says, in the kernel's order of checks, so the
-directory target makes these calls here, through ctypes. Every failure is ``OSError``
-with the kernel's errno.
+directory target makes these calls here: through ctypes (``fsync``, ``fallocate``,
+``copy_file_range``, ``mmap``/``msync``), or through ``os`` where Python's call is the
+system call with no check of its own inside the C types' ranges (``os.pread``,
+``os.pwrite``, ``os.ftruncate``: negative offsets and descriptors reach the kernel; they
+are several times cheaper than a ctypes call). Every failure is ``OSError`` with the
+kernel's errno.
 
 The one check made here: a number the C type cannot hold (an offset of 2**63 or more, a
 negative count) is not a value the kernel can be given; it is ``EINVAL`` before any call
-rather than a silently wrapped value (an offset of 2**64 + 5 would otherwise write at 5).
+rather than a silently wrapped value (an offset of 2**64 + 5 would otherwise write at 5)
+or Python's ValueError or OverflowError.
 """
 
 from __future__ import annotations
@@ -40,12 +45,7 @@ def _bind(name: str, restype: type, *argtypes: type) -> Any:
 
 
 _loff = ctypes.c_int64
-_pread64 = _bind("pread64", ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-                 _loff)
-_pwrite64 = _bind("pwrite64", ctypes.c_ssize_t, ctypes.c_int, ctypes.c_char_p,
-                  ctypes.c_size_t, _loff)
 _fsync = _bind("fsync", ctypes.c_int, ctypes.c_int)
-_ftruncate64 = _bind("ftruncate64", ctypes.c_int, ctypes.c_int, _loff)
 _fallocate64 = _bind("fallocate64", ctypes.c_int, ctypes.c_int, ctypes.c_int, _loff, _loff)
 _copy_file_range = _bind("copy_file_range", ctypes.c_ssize_t, ctypes.c_int,
                          ctypes.POINTER(_loff), ctypes.c_int, ctypes.POINTER(_loff),
@@ -63,48 +63,36 @@ def raise_errno(what: str) -> None:
     raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _fits(value: int, low: int, high: int, what: str) -> int:
+def _fits(value: int, low: int, high: int, call: str, ctype: str) -> int:
     if not low <= value <= high:
-        raise OSError(errno.EINVAL, f"{what}: {value} does not fit the system call's type "
-                                    f"({low}..{high}): {os.strerror(errno.EINVAL)}")
+        raise OSError(errno.EINVAL, f"{call}: {value} does not fit {ctype} ({low}..{high}): "
+                                    f"{os.strerror(errno.EINVAL)}")
     return value
 
 
-def loff(value: int, what: str) -> int:
-    """``value`` as a loff_t, or EINVAL when it is none."""
-    return _fits(value, -LOFF_MAX - 1, LOFF_MAX, what)
+def loff(value: int, call: str) -> int:
+    """``value`` as a loff_t, or EINVAL naming ``call`` when it is none."""
+    return _fits(value, -LOFF_MAX - 1, LOFF_MAX, call, "loff_t")
 
 
-def size(value: int, what: str) -> int:
-    """``value`` as a size_t, or EINVAL when it is none."""
-    return _fits(value, 0, SIZE_MAX, what)
+def size(value: int, call: str) -> int:
+    """``value`` as a size_t, or EINVAL naming ``call`` when it is none."""
+    return _fits(value, 0, SIZE_MAX, call, "size_t")
 
 
 def pread(fd: int, n: int, offset: int) -> bytes:
     """pread64(2)."""
-    what = f"pread(fd {fd}, {n}, {offset})"
-    buf = ctypes.create_string_buffer(size(n, what))
-    done = _pread64(fd, buf, n, loff(offset, what))
-    if done < 0:
-        raise_errno(what)
-    return buf.raw[:done]
+    return os.pread(fd, size(n, "pread"), loff(offset, "pread"))
 
 
 def pwrite(fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
     """pwrite64(2)."""
-    what = f"pwrite(fd {fd}, {len(data)} bytes, {offset})"
-    raw = bytes(data)
-    done = _pwrite64(fd, raw, len(raw), loff(offset, what))
-    if done < 0:
-        raise_errno(what)
-    return int(done)
+    return os.pwrite(fd, data, loff(offset, "pwrite"))
 
 
 def ftruncate(fd: int, length: int) -> None:
     """ftruncate64(2)."""
-    what = f"ftruncate(fd {fd}, {length})"
-    if _ftruncate64(fd, loff(length, what)) != 0:
-        raise_errno(what)
+    os.ftruncate(fd, loff(length, "ftruncate"))
 
 
 def fsync(fd: int) -> None:
