@@ -242,15 +242,16 @@ class Vfs(ABC):
         order: a negative offset before the descriptor, then its access, then the end
         past MAX_LFS_FILESIZE. A negative count is no size_t: refused first, as the
         directory target's C call refuses it."""
-        what = f"{'pwrite' if write else 'pread'}(fd {fd}, {count}, {offset})"
-        if offset < 0 or count < 0:
-            raise_errno(errno.EINVAL, what)
-        f = self._file(fd)
-        if not (f.writable if write else f.readable):
-            raise_errno(errno.EBADF, what)
-        if offset + count > MAX_LFS_FILESIZE:
-            raise_errno(errno.EINVAL, what)
-        return f
+        err = errno.EINVAL if offset < 0 or count < 0 else 0
+        if not err:
+            f = self._files.get(fd)
+            if f is None or not (f.writable if write else f.readable):
+                err = errno.EBADF
+            elif offset + count > MAX_LFS_FILESIZE:
+                err = errno.EINVAL
+            else:
+                return f
+        raise_errno(err, f"{'pwrite' if write else 'pread'}(fd {fd}, {count}, {offset})")
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
         inode = self._rw_checks(fd, n, offset, write=False).inode
