@@ -31,6 +31,7 @@ from pytest_folio.uapi import (
 NAME_MAX = 255
 MAX_LFS_FILESIZE = (1 << 63) - 1        # a 64-bit kernel's, and ramfs's and tmpfs's s_maxbytes
 ULONG_MAX = SIZE_MAX = (1 << 64) - 1    # a 64-bit kernel's unsigned long and size_t
+LOFF_MIN, LOFF_MAX = -(1 << 63), (1 << 63) - 1      # loff_t
 
 # include/uapi/linux/falloc.h, the modes vfs_fallocate knows but the FileSystem protocol
 # does not use
@@ -44,6 +45,14 @@ FALLOC_FL_MODE_MASK = (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_
 
 def raise_errno(err: int, what: str) -> NoReturn:
     raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def not_c_values(*loffs: int, count: int = 0) -> bool:
+    """Whether a number is one no system call can be given (an offset no loff_t holds,
+    a count no size_t holds). Those are EINVAL before anything else, as the directory
+    target's C layer refuses them, so the two agree."""
+    return not (all(LOFF_MIN <= value <= LOFF_MAX for value in loffs)
+                and 0 <= count <= SIZE_MAX)
 
 
 def write_check_limits(pos: int, count: int, what: str) -> int:
@@ -240,9 +249,9 @@ class Vfs(ABC):
     def _rw_checks(self, fd: int, count: int, offset: int, *, write: bool) -> OpenFile:
         """ksys_pread64/ksys_pwrite64, vfs_read/vfs_write and rw_verify_area, in their
         order: a negative offset before the descriptor, then its access, then the end
-        past MAX_LFS_FILESIZE. A negative count is no size_t: refused first, as the
-        directory target's C call refuses it."""
-        err = errno.EINVAL if offset < 0 or count < 0 else 0
+        past MAX_LFS_FILESIZE. Numbers no C type holds are refused first, as
+        :func:`not_c_values` says."""
+        err = errno.EINVAL if not (0 <= offset <= LOFF_MAX and 0 <= count <= SIZE_MAX) else 0
         if not err:
             f = self._files.get(fd)
             if f is None or not (f.writable if write else f.readable):
@@ -286,13 +295,13 @@ class Vfs(ABC):
         inode.touch()
 
     def ftruncate(self, fd: int, length: int) -> None:
-        if length < 0:                  # do_sys_ftruncate: before the descriptor
+        # do_sys_ftruncate: a negative length before the descriptor (and one past
+        # s_maxbytes, MAX_LFS_FILESIZE, is no loff_t: not_c_values)
+        if not 0 <= length <= LOFF_MAX:
             raise_errno(errno.EINVAL, f"ftruncate(fd {fd}, {length})")
         f = self._file(fd)
         if not f.writable or f.inode.i_mapping is None:                 # do_ftruncate
             raise_errno(errno.EINVAL, f"ftruncate(fd {fd}, {length})")
-        if length > MAX_LFS_FILESIZE:
-            raise_errno(errno.EFBIG, f"ftruncate(fd {fd}, {length})")
         self._truncate_setsize(f.inode, length)
 
     def _stat(self, inode: Inode) -> os.stat_result:
@@ -314,6 +323,8 @@ class Vfs(ABC):
     # -- fallocate ----------------------------------------------------------------------------
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
         what = f"fallocate(fd {fd}, mode {mode:#x}, {offset}, {length})"
+        if not_c_values(offset, length):
+            raise_errno(errno.EINVAL, what)
         f = self._file(fd)
         # vfs_fallocate's checks, in its order
         if offset < 0 or length <= 0:
@@ -349,7 +360,7 @@ class Vfs(ABC):
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
         what = f"copy_file_range(fd {src}, fd {dst}, {count}, {offset_src}, {offset_dst})"
-        if not 0 <= count <= SIZE_MAX:  # no size_t: the directory target's C call refuses it
+        if not_c_values(offset_src, offset_dst, count=count):
             raise_errno(errno.EINVAL, what)
         fin, fout = self._file(src), self._file(dst)
         iin, iout = fin.inode, fout.inode
@@ -382,6 +393,8 @@ class Vfs(ABC):
     def _mapped(self, fd: int, offset: int, length: int, write: bool) -> Inode:
         """mmap's checks, then the page fault's: SIGBUS (EFAULT here) past the page
         holding EOF."""
+        if not_c_values(offset - offset % PAGE_SIZE, count=length):
+            raise_errno(errno.EINVAL, f"mmap(fd {fd}, offset {offset}, length {length})")
         f = self._file(fd)
         inode = f.inode
         # file_mmap_ok, on the page index as an unsigned long (a negative offset is a

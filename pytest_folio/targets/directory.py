@@ -116,7 +116,7 @@ def _map(fd: int, offset: int, length: int, prot: int) -> tuple[int, int, int]:
     mmap(2) itself accepts a range past EOF (it fails with EOVERFLOW, EACCES, ENODEV...
     first), so the caller checks the range inside the mapping, before touching it."""
     skip = offset % PAGE_SIZE       # a negative offset rounds down, as the page index does
-    size = length + skip
+    size = syscalls.size(length, "mmap") + skip
     return syscalls.mmap(fd, offset - skip, size, prot), size, skip
 
 

@@ -311,3 +311,27 @@ def test_the_known_linux_answer_mmap_of_the_last_page_read_only_for_writing() ->
     with pytest.raises(OSError) as exc:
         fs.mmap_write(fds["ro"], LAST_PAGE, b"z")
     assert exc.value.errno == errno.EOVERFLOW
+
+
+@pytest.mark.parametrize("call", [
+    lambda fs, fds: fs.pwrite(fds["rw"], b"z", (1 << 64) + 5),
+    lambda fs, fds: fs.pread(fds["rw"], -1, 0),
+    lambda fs, fds: fs.pread(fds["rw"], 1, 1 << 63),
+    lambda fs, fds: fs.ftruncate(fds["rw"], 1 << 64),
+    lambda fs, fds: fs.fallocate(fds["rw"], 0, (1 << 64) + 5, 1),
+    lambda fs, fds: fs.copy_file_range(fds["rw"], fds["h"], -1, 0, 0),
+    lambda fs, fds: fs.copy_file_range(fds["rw"], fds["h"], 1, 0, (1 << 64) + 5),
+], ids=["pwrite-offset-2**64+5", "pread-negative-length", "pread-offset-2**63",
+        "ftruncate-2**64", "fallocate-offset-2**64+5", "copy-negative-count",
+        "copy-offset-2**64+5"])
+def test_numbers_no_c_type_holds_are_einval_and_change_nothing(
+        call: Callable[[AnyFileSystem, dict[str, int]], Any], tmpfs: Path) -> None:
+    """Never wrapped (an offset of 2**64 + 5 must not write at 5), never Python's
+    ValueError or OverflowError: EINVAL on both sides, and both files as they were."""
+    with directory_filesystem(tmpfs) as real:
+        for fs in (real, Ramfs(features="full")):
+            fds = build_tree(fs)
+            with pytest.raises(OSError) as exc:
+                call(fs, fds)
+            assert exc.value.errno == errno.EINVAL, (fs, exc.value)
+            assert fs.pread(fds["rw"], 6000, 0) == DATA and fs.pread(fds["h"], 6000, 0) == DATA
