@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +19,7 @@ from pytest_folio.fixtures.hypothesis import MachineRun
 from pytest_folio.fsx.artifacts import save_failure
 from pytest_folio.fsx.log import LogEntry, write_fsxops
 from pytest_folio.timing.storage import TimingRun, save_run
+from tests.helpers import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pytest_folio/**/*.py", "fixtures/*.py", "suites/**/*.py")
@@ -116,3 +120,53 @@ def test_shrink_claims_are_one_per_group_and_only_the_plugins_are_pruned(
     assert _machine_run(tmp_path, "r2", "t1").claim("a/b") is None   # a new run prunes
     assert not made.exists()
     assert (mine / "claim-data").read_text() == "mine"
+
+
+DIFFERENTIAL = ("-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fs_differential",
+                "--folio-fs=tests.helpers.fsx_broken:OAppendIgnored",
+                "--folio-block-sizes=16k", "--folio-fsx-seed=7")
+
+
+def test_the_differential_log_replaces_a_planted_symlink(pytester: pytest.Pytester) -> None:
+    keep = pytester.path / "kept"
+    keep.mkdir()
+    victim = _plant(keep, ["differential-16K.fsdiff"])
+    result = pytester.runpytest(*DIFFERENTIAL, "-p", "no:cacheprovider",
+                                f"--folio-fsx-dir={keep}")
+    result.assert_outcomes(failed=1)
+    assert victim.read_text() == "keep"
+    log = keep / "differential-16K.fsdiff"
+    assert not log.is_symlink() and log.read_text().startswith("# pytest-folio differential")
+
+
+def _snapshot(top: Path) -> dict[str, tuple[int, int]]:
+    """Every entry under ``top`` with its size and mtime (Python's own byte-code caches
+    and the tools' caches aside)."""
+    skip = {".git", "__pycache__", ".mypy_cache", ".ruff_cache"}
+    seen = {}
+    for path, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if d not in skip]
+        for name in [*dirs, *files]:
+            st = os.lstat(os.path.join(path, name))
+            seen[os.path.relpath(os.path.join(path, name), top)] = (st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def test_a_printed_replay_runs_where_the_user_runs_and_writes_nothing_elsewhere(
+        pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    result = pytester.runpytest(*DIFFERENTIAL)
+    result.assert_outcomes(failed=1)
+    replay = next(x for x in result.stdout.lines if x.startswith("replay: "))
+    words = shlex.split(replay[len("replay: "):])
+    assert words[:3] == ["python", "-m", "pytest"]
+    assert "--pyargs" in words and not any(str(ROOT) in w for w in words), words
+    fresh = tmp_path_factory.mktemp("elsewhere")
+    project, checkout = _snapshot(pytester.path), _snapshot(ROOT)
+    again = subprocess.run([sys.executable, *words[1:]], cwd=fresh, capture_output=True,
+                           text=True, timeout=300, check=False,
+                           env=subprocess_env(PYTHONDONTWRITEBYTECODE="1"))
+    assert again.returncode == 1 and "differential: op " in again.stdout, again.stdout
+    assert f"rootdir: {fresh}" in again.stdout
+    assert (fresh / ".folio" / "failures").is_dir()       # its own failure kept here
+    assert _snapshot(pytester.path) == project
+    assert _snapshot(ROOT) == checkout
