@@ -15,6 +15,7 @@ import dataclasses
 import os
 import shlex
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -230,14 +231,36 @@ def settings(config: pytest.Config) -> FolioSettings:
     return session(config).settings
 
 
+def _package_module(path: Path) -> str | None:
+    """The dotted name of ``path`` when it is a module of this package (its suites):
+    pytest_folio.suites.test_fsx for .../suites/test_fsx.py, wherever installed."""
+    import pytest_folio.suites
+    resolved = path.resolve()
+    for package in (pytest_folio.suites, sys.modules["pytest_folio"]):
+        for base in package.__path__:
+            try:
+                rel = resolved.relative_to(Path(base).resolve())
+            except ValueError:
+                continue
+            return ".".join([package.__name__, *rel.with_suffix("").parts])
+    return None
+
+
 def rerun_command(item: pytest.Item, *options: str, function: str | None = None) -> str:
-    """The pytest command line that runs ``item`` again with the run's seed: the test by
-    its file path (so it works from any directory), then ``options``. ``function``
-    names a sibling test to run with the same parameters instead (the one every
-    reproduction command of the project is built by)."""
+    """The pytest command line that runs ``item`` again with the run's seed, then
+    ``options``; ``function`` names a sibling test to run with the same parameters
+    instead (the one every reproduction command of the project is built by).
+
+    A test of the package's own suites is named as a module (``--pyargs
+    pytest_folio.suites.test_fsx::...``): a path into the installed package would make
+    its directory the rootdir, with the package's own ini file, and put .folio there.
+    The user's own test is named by its absolute path, so it works from any directory
+    and finds the same rootdir."""
     parts = item.nodeid.split("::")
     if function is not None and isinstance(item, pytest.Function):
         parts[-1] = function + parts[-1][len(item.originalname):]
-    test = "::".join([str(item.path), *parts[1:]])
-    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", test, *options,
-                       f"--folio-seed={settings(item.config).seed}"])
+    module = _package_module(item.path)
+    where = ["--pyargs", module] if module is not None else [str(item.path)]
+    test = "::".join([where[-1], *parts[1:]])
+    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", *where[:-1], test,
+                       *options, f"--folio-seed={settings(item.config).seed}"])

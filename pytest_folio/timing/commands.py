@@ -19,7 +19,7 @@ from pytest_folio.timing.compare import (
     normalise_to,
     select_rows,
 )
-from pytest_folio.timing.plot import PlotError, plot_table, require_matplotlib
+from pytest_folio.timing.plot import PlotError, plot_format, plot_table
 from pytest_folio.timing.statistics import FIGURES, STATISTICS, center
 from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
 
@@ -157,7 +157,7 @@ def _tables(args: argparse.Namespace, cols: list[columns.Column]) -> list[table.
 def run_compare(args: argparse.Namespace) -> int:
     if args.plot:
         try:
-            require_matplotlib()
+            plot_format(args.plot)
         except PlotError as exc:
             raise CommandError(str(exc)) from None
     if args.counter and args.format in ("csv", "json"):
