@@ -257,14 +257,10 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
 
 def _fsdiff_log(text: str) -> Path:
     """A differential log that reads as one (checked now: a bad log is a usage error)."""
-    from pytest_folio.fsx.oracle import load_ops
+    from pytest_folio.fsx.oracle import read_fsdiff
 
-    path = Path(text)
-    try:
-        load_ops(path.read_text(), text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {text}: {exc}") from None
-    return path
+    read_fsdiff(text)
+    return Path(text)
 
 
 def check_order(order: int) -> int:

@@ -12,9 +12,7 @@ without probing paths or reading and parsing files again.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shlex
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from pytest_folio.fsx.log import (
     parse_fsxops,
     recorded_by,
 )
+from pytest_folio.inputs import read_log
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.params import default_erasesizes
@@ -44,28 +43,6 @@ from pytest_folio.targets.mtd import (
 from pytest_folio.targets.spec import TargetError
 
 SESSION_KEY = pytest.StashKey["FolioSession"]()
-
-
-# A replayed log is read and parsed once, on the controller, and handed to every xdist
-# worker as its operations: larger ones are refused before the tests (16 MiB is some
-# 500,000 operations, parsed in a few seconds).
-MAX_LOG_BYTES = 16 << 20
-
-
-def _read(path: Path, error: type[ValueError]) -> str:
-    """A log's text: a regular file (a FIFO or /dev/zero would block or never end) of at
-    most :data:`MAX_LOG_BYTES`."""
-    try:    # O_NONBLOCK: opening a FIFO would wait for a writer
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise error(f"{path}: is not a regular file")
-            if info.st_size > MAX_LOG_BYTES:
-                raise error(f"{path}: {format_size(info.st_size)} is more than the "
-                            f"{format_size(MAX_LOG_BYTES)} a replayed log may have")
-            return f.read(MAX_LOG_BYTES + 1).decode()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"cannot read {path}: {exc}") from None
 
 
 def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str, ...]:
@@ -177,7 +154,7 @@ class FolioSession:
                 if "mtd_replay" in logs:
                     log = MTDLog.from_data(logs["mtd_replay"])
                 else:
-                    log = parse_mtdops(_read(s.mtd_replay, MTDOpsError))
+                    log = parse_mtdops(read_log(s.mtd_replay, MTDOpsError))
                     logs["mtd_replay"] = log.to_data()
                 mtd_replay = (str(s.mtd_replay), log)
                 if decided is None and mtd.kind != "path":
@@ -191,7 +168,7 @@ class FolioSession:
                     origin = logs["fsx_recorded_by"]
                     fsx_recorded_by = None if origin is None else (origin[0], origin[1])
                 else:
-                    text = _read(s.fsx_replay, FsxopsError)
+                    text = read_log(s.fsx_replay, FsxopsError)
                     entries = parse_fsxops(text, str(s.fsx_replay))
                     fsx_recorded_by = recorded_by(text)
                     logs["fsx_replay"] = entries_to_data(entries)

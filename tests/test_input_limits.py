@@ -1,0 +1,95 @@
+"""Every input is bounded before it is read or built, and a bad one is one short line:
+the replayed logs' readers (``.fsdiff`` like ``.fsxops`` and ``.mtdops``), the lengths
+inside every log format, the quoting of a bad word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_folio.fsx.oracle import (
+    LOG_HEADER,
+    MAX_REPLAY_LENGTH,
+    dump_ops,
+    generate,
+    load_ops,
+    supported,
+)
+from pytest_folio.inputs import MAX_LOG_BYTES, excerpt, printable
+from pytest_folio.model.ramfs import Ramfs
+
+pytest_plugins = ["pytester"]
+
+FS_TEST = "def test_f(filesystem):\n    open('ran', 'a').close()\n"
+
+
+def _usage_error(pytester: pytest.Pytester, *args: str) -> str:
+    pytester.makepyfile(FS_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    errors = [line for line in result.errlines if line.strip()]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert len(errors) == 1, errors
+    assert not (pytester.path / "ran").exists()
+    return errors[0]
+
+
+@pytest.mark.parametrize("option", ["--folio-fsx-replay", "--folio-mtd-replay",
+                                    "--folio-fs-oracle-replay"])
+def test_a_log_larger_than_the_limit_is_refused_before_it_is_read(
+        pytester: pytest.Pytester, option: str) -> None:
+    big = pytester.path / "big.log"
+    with big.open("wb") as f:       # sparse: the size is checked, not the bytes
+        f.truncate(MAX_LOG_BYTES + 1)
+    line = _usage_error(pytester, f"{option}={big}")
+    assert line == (f"ERROR: {option}: {big}: 16777217B is more than the 16M a log may "
+                    "have")
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('["open"]', "open takes 3 arguments (slot, name, flags), not 0"),
+    ('["pread", "x", 1, 2]', "pread argument 1 must be a slot from 0 to 3, not '\"x\"'"),
+    (f'["pread", 0, {4 << 30}, 0]', "pread argument 2 must be a length from 0 to 64 MiB"),
+    ('["pwrite", 0, 10, ["eof", 0, 0], 1]', "pwrite argument 3 must be an offset"),
+    ('["pwrite", 0, 10, 0, 1, 2]', "pwrite takes 4 arguments"),
+    ('["unlink", "/etc/passwd"]', "unlink argument 1 must be a relative name"),
+    ('["rename", "a", "../b"]', "rename argument 2 must be a relative name"),
+    ('["open", 0, "a\\u0000", 66]', "open argument 2 must be a relative name"),
+    ('["open", 0, "a", true]', "open argument 3 must be flags: an integer of 32 bits"),
+    ('[{"a": 1}]', "not an operation: '[{\"a\": 1}]'"),
+    ("[" * 100_000, "not JSON"),
+    ("1" * 5000, "not JSON"),
+], ids=["arity", "type", "4G-length", "anchor", "too-many", "absolute", "dotdot", "nul",
+        "bool", "dict", "deep", "long-int"])
+def test_a_malformed_fsdiff_line_is_one_short_line(tmp_path: Path, line: str,
+                                                   message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        load_ops(f"{LOG_HEADER}\n{line}\n", "x.fsdiff")
+    text = str(info.value)
+    assert text.startswith("x.fsdiff:2: ") and message in text, text
+    assert "\n" not in text and len(text) < 300, text
+
+
+def test_a_malformed_fsdiff_replay_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    log = pytester.path / "x.fsdiff"
+    log.write_text(f'{LOG_HEADER}\n["pread", "x", 1, 2]\n')
+    line = _usage_error(pytester, f"--folio-fs-oracle-replay={log}")
+    assert line.startswith(f"ERROR: --folio-fs-oracle-replay: {log}:2: pread argument 1 ")
+
+
+def test_every_generated_operation_passes_the_check() -> None:
+    """The check refuses nothing the generator makes (a false refusal would make a
+    saved log impossible to replay)."""
+    families = supported(Ramfs(features="full")) | {"drop_caches", "offsets_4g",
+                                                    "offsets_16t", "offsets_max"}
+    for seed in range(20):
+        ops = generate(seed, frozenset(families), 400, unit=2 << 20, maxlen=6 << 20)
+        assert load_ops(dump_ops(ops)) == ops
+    assert MAX_REPLAY_LENGTH >= 3 * (2 << 20)
+
+
+def test_an_excerpt_is_short_and_escaped() -> None:
+    assert excerpt("\x00" * (1 << 20)).startswith("'" + "\\x00" * 40 + "'...")
+    assert len(excerpt("\x00" * (1 << 20))) < 200
+    assert excerpt("abc") == "'abc'"
+    assert printable("a\x1b]0;owned\x07b\nc\x9b") == "a\\x1b]0;owned\\x07b\nc\\x9b"
