@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_folio.fsx.log import FsxopsError, parse_fsxops
 from pytest_folio.fsx.oracle import (
     LOG_HEADER,
     MAX_REPLAY_LENGTH,
@@ -18,6 +19,7 @@ from pytest_folio.fsx.oracle import (
 )
 from pytest_folio.inputs import MAX_LOG_BYTES, excerpt, printable
 from pytest_folio.model.ramfs import Ramfs
+from pytest_folio.mtdtests.mtdops import MTDOpsError, parse_mtdops
 
 pytest_plugins = ["pytester"]
 
@@ -93,3 +95,53 @@ def test_an_excerpt_is_short_and_escaped() -> None:
     assert len(excerpt("\x00" * (1 << 20))) < 200
     assert excerpt("abc") == "'abc'"
     assert printable("a\x1b]0;owned\x07b\nc\x9b") == "a\\x1b]0;owned\\x07b\nc\\x9b"
+
+
+HEADER = "# device: d size=0x1000000 erasesize=0x20000\n"
+
+
+@pytest.mark.parametrize(("log", "message"), [
+    (HEADER + "write 0 0x7fffffffffffffff ff", "line 2: write of 0x7fffffffffffffff bytes: "
+     "longer than an eraseblock past the end of the header's device"),
+    (HEADER + "write 0 0x200000000 ff", "line 2: write of 0x200000000 bytes"),
+    (HEADER + "read 0 0x1020001", "line 2: read of 0x1020001 bytes"),
+    ("write 0 0x40000000 rand 1", "line 1: write of 0x40000000 bytes: longer than 64 MiB in "
+     "a log without a '# device: ... size=... erasesize=...' header"),
+])
+def test_a_huge_mtdops_length_is_refused_before_its_data_is_made(log: str,
+                                                                 message: str) -> None:
+    with pytest.raises(MTDOpsError) as info:
+        parse_mtdops(log)
+    assert str(info.value).startswith(message), info.value
+
+
+def test_the_longest_mtdops_operations_the_generators_make_still_parse() -> None:
+    """An eraseblock past the end: the past-the-end probes (erase size-esz 2*esz)."""
+    log = parse_mtdops(HEADER + "erase 0xfe0000 0x40000\nwrite 0 0x1000000 ff\n"
+                       "read 0xfff000 0x2000")
+    assert [op.length for op in log.ops] == [0x40000, 0x1000000, 0x2000]
+
+
+@pytest.mark.parametrize("parse", ["fsxops", "mtdops", "fsdiff"])
+@pytest.mark.parametrize("junk", ["\x00" * (1 << 20), "9" * 100_000, "0x" + "f" * 100_000])
+@pytest.mark.parametrize("where", ["name", "number"])
+def test_a_megabyte_word_is_quoted_as_a_short_excerpt(parse: str, junk: str,
+                                                      where: str) -> None:
+    """Each parser's error is its own one-line error quoting at most a short, escaped
+    excerpt of the bad word (not the word, nor int()'s digit-limit ValueError)."""
+    op, number = (junk, "1") if where == "name" else ("write", junk)
+    error: type[ValueError]
+    with pytest.raises(ValueError) as info:
+        if parse == "fsxops":
+            error = FsxopsError
+            parse_fsxops(f"{op} 0 {number} 0\n", "x.fsxops")
+        elif parse == "mtdops":
+            error = MTDOpsError
+            parse_mtdops(f"{op} 0 {number} ff\n")
+        else:
+            error = ValueError
+            load_ops(f'{LOG_HEADER}\n["{op}", 0, {number}, 0, 1]\n', "x.fsdiff")
+    message = str(info.value)
+    assert isinstance(info.value, error)
+    assert "\n" not in message and len(message) < 600, message[:700]
+    assert "\x00" not in message
