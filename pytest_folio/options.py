@@ -20,6 +20,7 @@ import pytest
 from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.hypothesis_budget import DEFAULT_LEVEL, parse_level
 from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_size
+from pytest_folio.timeout import MAX_SECONDS
 
 T = TypeVar("T")
 
@@ -346,6 +347,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _timeout(text: str) -> float:
+    """``--folio-timeout``: seconds, at most what every platform's timers hold."""
+    value = _seconds(text)
+    if value > MAX_SECONDS:
+        raise ValueError(f"{text} seconds is more than the timers hold "
+                         f"({MAX_SECONDS:.0f} s, some 68 years)")
+    return value
+
+
 def _failures_dir(text: str) -> Path | None:
     if text.lower() == "off":
         return None
@@ -436,7 +446,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         mtd_oracle=given.text("--folio-mtd-oracle"),
         hypothesis=given.parse("--folio-hypothesis", parse_level) or DEFAULT_LEVEL,
         failures=given.parse("--folio-failures", _failures_dir),
-        timeout=given.parse("--folio-timeout", _seconds) or 0.0,
+        timeout=given.parse("--folio-timeout", _timeout) or 0.0,
         columns=columns,
         fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,25 @@ from pytest_folio.targets.mtd import (
     resolve_mtd_target,
 )
 from pytest_folio.targets.spec import TargetError
+from pytest_folio.timeout import TimedOut, deadline
 
 SESSION_KEY = pytest.StashKey["FolioSession"]()
+
+
+@contextmanager
+def _in_time(s: FolioSettings, option: str, factory: str) -> Iterator[None]:
+    """``--folio-timeout`` over a factory's check: a factory (or its device's read) that
+    hangs is one usage error naming where it was, not a run stalled before any test."""
+    if not s.timeout:
+        yield
+        return
+    try:
+        with deadline(s.timeout, TimedOut.raise_at):
+            yield
+    except TimedOut as exc:
+        raise TargetError(f"{option}: factory {factory} did not return within "
+                          f"{s.source('--folio-timeout')}={s.timeout:g} s in the check "
+                          f"before the tests (it was at {exc})") from None
 
 
 def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str, ...]:
@@ -52,14 +71,15 @@ def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str,
     Returns the header's lines: which optional calls each lacks."""
     lines = []
     if mtd.kind == "factory":
-        with mtd.open(size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
+        with _in_time(s, mtd.option, mtd.spec.text), mtd.open(
+                size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
             problem = check_mtd_read(dev)
             if problem is not None:
                 raise TargetError(f"{mtd.option}: factory {mtd.spec.text} {problem}")
             rows = offered(dev, "mtd", mtd.spec.factory)
         lines.append(f"mtd {mtd.label} {lacking_line(rows)}")
     if fs.kind == "factory":
-        with fs.open(s.block_sizes[0]) as made:
+        with _in_time(s, fs.option, fs.spec.text), fs.open(s.block_sizes[0]) as made:
             rows = offered(made, "fs")
         lines.append(f"fs {fs.label} {lacking_line(rows)}")
     return tuple(lines)
