@@ -4,10 +4,12 @@ inside every log format, the quoting of a bad word."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from pytest_folio.cli import main
 from pytest_folio.fsx.log import FsxopsError, parse_fsxops
 from pytest_folio.fsx.oracle import (
     LOG_HEADER,
@@ -20,6 +22,7 @@ from pytest_folio.fsx.oracle import (
 from pytest_folio.inputs import MAX_LOG_BYTES, excerpt, printable
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.mtdtests.mtdops import MTDOpsError, parse_mtdops
+from pytest_folio.timing.storage import Record, TimingRun
 
 pytest_plugins = ["pytester"]
 
@@ -145,3 +148,34 @@ def test_a_megabyte_word_is_quoted_as_a_short_excerpt(parse: str, junk: str,
     assert isinstance(info.value, error)
     assert "\n" not in message and len(message) < 600, message[:700]
     assert "\x00" not in message
+
+
+EVIL = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+
+
+def test_show_list_and_compare_escape_a_saved_runs_control_characters(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A saved run is a file anyone may hand over: its names never reach the terminal
+    as escape sequences (retitle, clear screen, colour), and the columns still line up
+    in ``list``."""
+    run = TimingRun(
+        records=[Record(suite=f"s{EVIL}", name=f"n{EVIL}", unit="ms", samples=[1.0, 2.0],
+                        params={"folio": "16K"}, target=f"t{EVIL}")],
+        machine={"host": f"h{EVIL}"}, settings={},
+        meta={"version": "1", "git": {"commit": f"c{EVIL}", "dirty": False}})
+    path = tmp_path / f"r{EVIL[:3]}.json"
+    path.write_text(json.dumps(run.to_dict()))
+    for args in (["show", str(path)], ["compare", str(path), str(path)],
+                 ["list", "--storage", str(tmp_path / "none"), str(path)],
+                 ["show", str(path), "--format", "csv"]):
+        assert main(args) == 0, args
+        out, err = capsys.readouterr()
+        assert not any(c in out + err for c in "\x1b\x07\x9b"), (args, out)
+        assert "\\x1b" in out, (args, out)
+
+
+def test_a_command_error_escapes_what_it_quotes(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(tmp_path / f"missing{EVIL}.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "missing\\x1b" in err
