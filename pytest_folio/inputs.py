@@ -43,19 +43,19 @@ def printable(text: str) -> str:
 
 
 def describe_file_type(mode: int) -> str:
-    """What a non-regular file is, for a message: ``a directory``, ``a FIFO``..."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket")):
+    """What a file is, for a message: ``a directory``, ``a FIFO``..."""
+    for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
         if test(mode):
             return name
-    return "not a regular file"
+    return "a special file"
 
 
-def read_log(path: str | os.PathLike[str], error: type[Exception],
-             limit: int = MAX_LOG_BYTES) -> str:
-    """The text of the log at ``path``; ``error`` (one line naming the path) when it is
-    not a regular file, is larger than ``limit`` bytes, or cannot be read or decoded."""
+def read_limited(path: str | os.PathLike[str], error: type[Exception],
+                 limit: int = MAX_LOG_BYTES, what: str = "log") -> bytes:
+    """The bytes of the ``what`` file at ``path``; ``error`` (one line naming the path)
+    when it is not a regular file, is larger than ``limit`` bytes, or cannot be read."""
     shown = os.fspath(path)
     try:    # O_NONBLOCK: opening a FIFO would wait for a writer
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -64,10 +64,10 @@ def read_log(path: str | os.PathLike[str], error: type[Exception],
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{shown}: is {describe_file_type(info.st_mode)}, not a log file")
+            raise error(f"{shown}: is {describe_file_type(info.st_mode)}, not a {what} file")
         if info.st_size > limit:
             raise error(f"{shown}: {format_size(info.st_size)} is more than the "
-                        f"{format_size(limit)} a log may have")
+                        f"{format_size(limit)} a {what} may have")
         data = bytearray()
         while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
             data += chunk
@@ -76,11 +76,18 @@ def read_log(path: str | os.PathLike[str], error: type[Exception],
     finally:
         os.close(fd)
     if len(data) > limit:       # grew since the fstat
-        raise error(f"{shown}: more than the {format_size(limit)} a log may have")
+        raise error(f"{shown}: more than the {format_size(limit)} a {what} may have")
+    return bytes(data)
+
+
+def read_log(path: str | os.PathLike[str], error: type[Exception],
+             limit: int = MAX_LOG_BYTES) -> str:
+    """The text of the log at ``path`` (:func:`read_limited`); ``error`` also when it is
+    not UTF-8."""
     try:
-        return data.decode()
+        return read_limited(path, error, limit).decode()
     except UnicodeDecodeError as exc:
-        raise error(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+        raise error(f"{os.fspath(path)}: not UTF-8 text (byte {exc.start})") from None
 
 
 def regular_file(path: Path, what: str) -> str | None:

@@ -5,6 +5,7 @@ inside every log format, the quoting of a bad word."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from pytest_folio.inputs import MAX_LOG_BYTES, excerpt, printable
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.mtdtests.mtdops import MTDOpsError, parse_mtdops
 from pytest_folio.timing.storage import Record, TimingRun
+from pytest_folio.vm.vmoptions import check_patch, host_memory
 
 pytest_plugins = ["pytester"]
 
@@ -179,3 +181,88 @@ def test_a_command_error_escapes_what_it_quotes(tmp_path: Path,
     assert main(["show", str(tmp_path / f"missing{EVIL}.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x1b" not in err and "missing\\x1b" in err
+
+
+def _vm_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["vm", *args, "--", "-x"]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return err.removeprefix("python -m pytest_folio vm: error: ").rstrip("\n")
+
+
+@pytest.mark.parametrize("kind", ["directory", "zero", "text", "fifo"])
+def test_a_patch_that_is_not_one_says_what_it_is(tmp_path: Path, kind: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path, why = tmp_path, "is a directory, not a patch file"
+    if kind == "zero":
+        path, why = Path("/dev/zero"), "is a character device, not a patch file"
+    elif kind == "text":
+        path = tmp_path / "notes.patch"
+        path.write_text("--- just a heading\nsome notes\n")
+        why = "not a unified diff (no '@@ -N,N +N,N @@' hunk, no 'diff --git' line)"
+    elif kind == "fifo":
+        path = tmp_path / "p.patch"
+        os.mkfifo(path)
+        why = "is a FIFO, not a patch file"
+    assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--patch", str(path)],
+                     capsys) == f"--patch {path}: {why}"
+
+
+def test_a_patch_in_any_encoding_or_git_form_passes_the_check(tmp_path: Path) -> None:
+    latin1 = tmp_path / "a.patch"
+    latin1.write_bytes(b"From: Ren\xe9\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n")
+    rename = tmp_path / "b.patch"
+    rename.write_text("diff --git a/x b/y\nsimilarity index 100%\nrename from x\n"
+                      "rename to y\n")
+    for patch in (latin1, rename):
+        check_patch(patch)
+
+
+def test_option_files_of_the_wrong_kind_are_one_line(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    cache = tmp_path / "file"
+    cache.write_text("")
+    assert _vm_error(["--cache-dir", str(cache)], capsys) == (
+        f"cache {cache}: is a regular file, not a directory (--cache-dir or "
+        "PYTEST_FOLIO_CACHE names a directory)")
+    assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--dmesg", str(tmp_path)],
+                     capsys) == (f"--dmesg {tmp_path}: is a directory, not a file to "
+                                 "write the log to")
+    assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--dmesg",
+                      str(tmp_path / "no" / "dmesg.txt")], capsys) == (
+        f"--dmesg {tmp_path / 'no' / 'dmesg.txt'}: {tmp_path / 'no'} is not a directory")
+    host = host_memory()
+    assert host is not None
+    assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--mem", "100000000"], capsys) == (
+        f"--mem 100000000 MiB is more than this host's memory ({host >> 20} MiB)")
+
+
+@pytest.mark.parametrize("how", ["others-write", "other-owner", "symlink"])
+def test_every_directory_of_the_vm_cache_is_checked(tmp_path: Path, how: str,
+                                                    capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    """A cache kept 0755 but holding a kernels/ anyone may write (or another user's, or
+    a symlink to such a place) is refused like a cache anyone may write."""
+    cache = tmp_path / "cache"
+    (cache / "kernels" / "linux-image-1").mkdir(parents=True)
+    cache.chmod(0o755)
+    bad = cache / "kernels"
+    if how == "others-write":
+        bad.chmod(0o777)
+        why = f"{bad}: writable by other users (mode 777)"
+    elif how == "other-owner":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(bad, 4242, -1)
+        why = f"{bad}: owned by uid 4242"
+    else:
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o777)
+        elsewhere.chmod(0o777)
+        bad = cache / "kernels" / "linux-image-2"
+        bad.symlink_to(elsewhere)
+        why = f"{bad}: writable by other users (mode 777)"
+    assert _vm_error(["--cache-dir", str(cache)], capsys).startswith(f"cache {cache}: {why}")
