@@ -32,13 +32,14 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters other than newline escaped (``\\x1b``), so
-    that printing a name read from a file cannot move the cursor or retitle a
-    terminal."""
+def printable(text: str, keep: str = "\n") -> str:
+    """``text`` with control characters other than those in ``keep`` escaped
+    (``\\x1b``), so that printing a name read from a file cannot move the cursor or
+    retitle a terminal; ``keep=""`` makes an error message one line whatever it
+    quotes."""
     if text.isprintable():
         return text
-    return "".join(c if c == "\n" or unicodedata.category(c) != "Cc"
+    return "".join(c if c in keep or unicodedata.category(c) != "Cc"
                    else repr(c)[1:-1] for c in text)
 
 
