@@ -199,8 +199,8 @@ def test_an_edited_fsdiff_log_loads_and_runs_or_is_one_line(data: st.DataObject)
         assert len(str(exc)) < 400, exc
         return
     runner = Runner(Ramfs(features="full"))
-    for op in loaded:
-        runner.apply(runner.resolve(op))
+    for step in loaded:
+        runner.apply(runner.resolve(step))
     runner.close_all()
 
 
