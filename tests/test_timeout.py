@@ -120,7 +120,7 @@ def test_a_test_that_swallows_or_ignores_the_alarm_still_gets_every_stack_dumped
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_swallows=SWALLOWS)
     result = pytester.runpytest_subprocess("-p", "pytest_folio", "-p", "no:cacheprovider",
-                                           "-p", "no:faulthandler", "--folio-timeout=0.3",
+                                           "--folio-timeout=0.3",
                                            timeout=60)
     err = result.stderr.str()
     # faulthandler's dump of every thread, once per test, naming the test's frame
