@@ -237,7 +237,7 @@ def test_option_files_of_the_wrong_kind_are_one_line(tmp_path: Path,
     host = host_memory()
     assert host is not None
     assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--mem", "100000000"], capsys) == (
-        f"--mem 100000000 MiB is more than this host's memory ({host >> 20} MiB)")
+        f"--mem 100000000 MiB is more than this host's memory and swap ({host >> 20} MiB)")
 
 
 @pytest.mark.parametrize("how", ["others-write", "other-owner", "symlink"])

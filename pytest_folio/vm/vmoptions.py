@@ -234,11 +234,20 @@ def check_output_file(path: Path, option: str) -> None:
 
 
 def host_memory() -> int | None:
-    """This host's physical memory in bytes (None where the platform does not say)."""
+    """This host's memory and swap in bytes, the most a qemu guest's memory can be
+    (Linux's default overcommit refuses one allocation larger); None where the
+    platform does not say."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            swap = next((int(line.split()[1]) << 10 for line in f
+                         if line.startswith("SwapTotal:")), 0)
+    except (OSError, ValueError, IndexError):
+        swap = 0
+    return physical + swap
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -259,8 +268,8 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         raise CommandError(str(exc)) from None
     host = host_memory()
     if host is not None and (args.mem << 20) > host:
-        raise CommandError(f"--mem {args.mem} MiB is more than this host's memory "
-                           f"({host >> 20} MiB)")
+        raise CommandError(f"--mem {args.mem} MiB is more than this host's memory and "
+                           f"swap ({host >> 20} MiB)")
     if (args.mem << 20) < args.mtd_size + MIN_GUEST_MEM:
         raise CommandError(
             f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} MTD device "
