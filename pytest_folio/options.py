@@ -81,7 +81,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "newest 50 are kept",
      ".folio/failures", "string"),
     ("--folio-timeout", "fail a test that runs longer than SECONDS, printing where it hung, "
-     "and go on with the run (0: no limit)", "0", "string"),
+     "and go on with the run; also bounds the factory checks before the tests (0: no "
+     "limit)", "0", "string"),
 ]
 
 

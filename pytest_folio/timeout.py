@@ -13,8 +13,9 @@ error naming where it was.
 A C extension that never returns to Python, a test that catches ``BaseException`` and
 carries on, or one that ignores ``SIGALRM`` cannot be stopped this way: for those,
 Python's ``faulthandler`` prints every thread's stack as a backstop, :data:`GRACE` after
-the limit (cancelled when the phase ends in time). Without ``SIGALRM`` (Windows) or
-outside the main thread, only that stack dump is done.
+the limit (cancelled when the phase ends in time; Python has one such timer, so within
+a phase it takes the place of pytest's ``faulthandler_timeout``). Without ``SIGALRM``
+(Windows) or outside the main thread, only that stack dump is done.
 
 :func:`deadline` is the one timer; ``python -m pytest_folio shrink`` bounds each replay
 with it as well.
