@@ -17,7 +17,7 @@ from pytest_folio.fsx.oracle import (
     compare,
     dump_ops,
     generate,
-    load_ops,
+    read_fsdiff,
     shrink,
 )
 from pytest_folio.session import session, settings
@@ -44,7 +44,7 @@ class FsDifferential(_Base):
         oracle = session(request.config).fs_oracle
         any_errno = oracle is not None and oracle.any_errno
         if folio.fs_oracle_replay is not None:
-            ops = load_ops(folio.fs_oracle_replay.read_text(), str(folio.fs_oracle_replay))
+            ops = read_fsdiff(folio.fs_oracle_replay)
         else:
             ops = generate(folio.fsx_seed, common(filesystem, fs_oracle), folio.fsx_ops,
                            maxlen=max(MAXLEN, 3 * filesystem.blocksize),
