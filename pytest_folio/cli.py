@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from pytest_folio.errors import CommandError
+from pytest_folio.inputs import printable
 from pytest_folio.timing.meta import package_version
 
 # "module:function" of each subcommand's register(subparsers), imported when needed.
@@ -34,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line (not the usage block) and exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {printable(message, keep='')}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,5 +57,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except CommandError as exc:
-        print(f"python -m pytest_folio {args.command}: error: {exc}", file=sys.stderr)
+        print(f"python -m pytest_folio {args.command}: error: {printable(str(exc), keep='')}",
+              file=sys.stderr)
         return USAGE_ERROR

@@ -20,6 +20,7 @@ import pytest
 from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.hypothesis_budget import DEFAULT_LEVEL, parse_level
 from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_size
+from pytest_folio.timeout import MAX_SECONDS
 
 T = TypeVar("T")
 
@@ -85,7 +86,8 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      "newest 50 are kept",
      ".folio/failures", "string"),
     ("--folio-timeout", "fail a test that runs longer than SECONDS, printing where it hung, "
-     "and go on with the run (0: no limit)", "0", "string"),
+     "and go on with the run; also bounds the factory checks before the tests (0: no "
+     "limit)", "0", "string"),
 ]
 
 
@@ -280,14 +282,10 @@ def _ktap_log(text: str) -> Path:
 
 def _fsdiff_log(text: str) -> Path:
     """A differential log that reads as one (checked now: a bad log is a usage error)."""
-    from pytest_folio.fsx.oracle import load_ops
+    from pytest_folio.fsx.oracle import read_fsdiff
 
-    path = Path(text)
-    try:
-        load_ops(path.read_text(), text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {text}: {exc}") from None
-    return path
+    read_fsdiff(text)
+    return Path(text)
 
 
 def check_order(order: int) -> int:
@@ -370,6 +368,15 @@ def _seconds(text: str) -> float:
         raise ValueError(f"takes a number of seconds, not {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"takes a number of seconds of 0 or more, not {text!r}")
+    return value
+
+
+def _timeout(text: str) -> float:
+    """``--folio-timeout``: seconds, at most what every platform's timers hold."""
+    value = _seconds(text)
+    if value > MAX_SECONDS:
+        raise ValueError(f"{text} seconds is more than the timers hold "
+                         f"({MAX_SECONDS:.0f} s, some 68 years)")
     return value
 
 
@@ -463,7 +470,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         mtd_oracle=given.text("--folio-mtd-oracle"),
         hypothesis=given.parse("--folio-hypothesis", parse_level) or DEFAULT_LEVEL,
         failures=given.parse("--folio-failures", _failures_dir),
-        timeout=given.parse("--folio-timeout", _seconds) or 0.0,
+        timeout=given.parse("--folio-timeout", _timeout) or 0.0,
         columns=columns,
         fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,

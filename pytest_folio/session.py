@@ -12,9 +12,10 @@ without probing paths or reading and parsing files again.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shlex
-import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from pytest_folio.fsx.log import (
     parse_fsxops,
     recorded_by,
 )
+from pytest_folio.inputs import read_log
 from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.params import default_erasesizes
@@ -42,30 +44,25 @@ from pytest_folio.targets.mtd import (
     resolve_mtd_target,
 )
 from pytest_folio.targets.spec import TargetError
+from pytest_folio.timeout import TimedOut, deadline
 
 SESSION_KEY = pytest.StashKey["FolioSession"]()
 
 
-# A replayed log is read and parsed once, on the controller, and handed to every xdist
-# worker as its operations: larger ones are refused before the tests (16 MiB is some
-# 500,000 operations, parsed in a few seconds).
-MAX_LOG_BYTES = 16 << 20
-
-
-def _read(path: Path, error: type[ValueError]) -> str:
-    """A log's text: a regular file (a FIFO or /dev/zero would block or never end) of at
-    most :data:`MAX_LOG_BYTES`."""
-    try:    # O_NONBLOCK: opening a FIFO would wait for a writer
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise error(f"{path}: is not a regular file")
-            if info.st_size > MAX_LOG_BYTES:
-                raise error(f"{path}: {format_size(info.st_size)} is more than the "
-                            f"{format_size(MAX_LOG_BYTES)} a replayed log may have")
-            return f.read(MAX_LOG_BYTES + 1).decode()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"cannot read {path}: {exc}") from None
+@contextmanager
+def _in_time(s: FolioSettings, option: str, factory: str) -> Iterator[None]:
+    """``--folio-timeout`` over a factory's check: a factory (or its device's read) that
+    hangs is one usage error naming where it was, not a run stalled before any test."""
+    if not s.timeout:
+        yield
+        return
+    try:
+        with deadline(s.timeout, TimedOut.raise_at):
+            yield
+    except TimedOut as exc:
+        raise TargetError(f"{option}: factory {factory} did not return within "
+                          f"{s.source('--folio-timeout')}={s.timeout:g} s in the check "
+                          f"before the tests (it was at {exc})") from None
 
 
 def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str, ...]:
@@ -75,14 +72,15 @@ def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str,
     Returns the header's lines: which optional calls each lacks."""
     lines = []
     if mtd.kind == "factory":
-        with mtd.open(size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
+        with _in_time(s, mtd.option, mtd.spec.text), mtd.open(
+                size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
             problem = check_mtd_read(dev)
             if problem is not None:
                 raise TargetError(f"{mtd.option}: factory {mtd.spec.text} {problem}")
             rows = offered(dev, "mtd", mtd.spec.factory)
         lines.append(f"mtd {mtd.label} {lacking_line(rows)}")
     if fs.kind == "factory":
-        with fs.open(s.block_sizes[0]) as made:
+        with _in_time(s, fs.option, fs.spec.text), fs.open(s.block_sizes[0]) as made:
             rows = offered(made, "fs")
         lines.append(f"fs {fs.label} {lacking_line(rows)}")
     return tuple(lines)
@@ -177,7 +175,7 @@ class FolioSession:
                 if "mtd_replay" in logs:
                     log = MTDLog.from_data(logs["mtd_replay"])
                 else:
-                    log = parse_mtdops(_read(s.mtd_replay, MTDOpsError))
+                    log = parse_mtdops(read_log(s.mtd_replay, MTDOpsError))
                     logs["mtd_replay"] = log.to_data()
                 mtd_replay = (str(s.mtd_replay), log)
                 if decided is None and mtd.kind != "path":
@@ -191,7 +189,7 @@ class FolioSession:
                     origin = logs["fsx_recorded_by"]
                     fsx_recorded_by = None if origin is None else (origin[0], origin[1])
                 else:
-                    text = _read(s.fsx_replay, FsxopsError)
+                    text = read_log(s.fsx_replay, FsxopsError)
                     entries = parse_fsxops(text, str(s.fsx_replay))
                     fsx_recorded_by = recorded_by(text)
                     logs["fsx_replay"] = entries_to_data(entries)
@@ -230,14 +228,36 @@ def settings(config: pytest.Config) -> FolioSettings:
     return session(config).settings
 
 
+def _package_module(path: Path) -> str | None:
+    """The dotted name of ``path`` when it is a module of this package (its suites):
+    pytest_folio.suites.test_fsx for .../suites/test_fsx.py, wherever installed."""
+    import pytest_folio.suites
+    resolved = path.resolve()
+    for package in (pytest_folio.suites, sys.modules["pytest_folio"]):
+        for base in package.__path__:
+            try:
+                rel = resolved.relative_to(Path(base).resolve())
+            except ValueError:
+                continue
+            return ".".join([package.__name__, *rel.with_suffix("").parts])
+    return None
+
+
 def rerun_command(item: pytest.Item, *options: str, function: str | None = None) -> str:
-    """The pytest command line that runs ``item`` again with the run's seed: the test by
-    its file path (so it works from any directory), then ``options``. ``function``
-    names a sibling test to run with the same parameters instead (the one every
-    reproduction command of the project is built by)."""
+    """The pytest command line that runs ``item`` again with the run's seed, then
+    ``options``; ``function`` names a sibling test to run with the same parameters
+    instead (the one every reproduction command of the project is built by).
+
+    A test of the package's own suites is named as a module (``--pyargs
+    pytest_folio.suites.test_fsx::...``): a path into the installed package would make
+    its directory the rootdir, with the package's own ini file, and put .folio there.
+    The user's own test is named by its absolute path, so it works from any directory
+    and finds the same rootdir."""
     parts = item.nodeid.split("::")
     if function is not None and isinstance(item, pytest.Function):
         parts[-1] = function + parts[-1][len(item.originalname):]
-    test = "::".join([str(item.path), *parts[1:]])
-    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", test, *options,
-                       f"--folio-seed={settings(item.config).seed}"])
+    module = _package_module(item.path)
+    where = ["--pyargs", module] if module is not None else [str(item.path)]
+    test = "::".join([where[-1], *parts[1:]])
+    return shlex.join(["python", "-m", "pytest", "-p", "pytest_folio", *where[:-1], test,
+                       *options, f"--folio-seed={settings(item.config).seed}"])

@@ -16,11 +16,13 @@ T = TypeVar("T")
 
 
 def ddmin(items: Sequence[T], fails: Callable[[list[T]], bool], *,
-          seconds: float | None = None, max_tries: int | None = None) -> list[T]:
+          seconds: float | None = None, max_tries: int | None = None,
+          progress: Callable[[list[T]], object] | None = None) -> list[T]:
     """A subsequence of ``items`` for which ``fails`` is still true, 1-minimal when the
     budget allows (no single item can be dropped). ``fails(list(items))`` is assumed true
     and not called. The search stops early, keeping what it has, after ``seconds`` or
-    ``max_tries`` calls of ``fails``."""
+    ``max_tries`` calls of ``fails``. ``progress`` is told each shorter failing sequence
+    found, so a caller interrupted inside ``fails`` still has the shortest so far."""
     current = list(items)
     deadline = None if seconds is None else time.monotonic() + seconds
     tries = 0
@@ -37,6 +39,8 @@ def ddmin(items: Sequence[T], fails: Callable[[list[T]], bool], *,
             tries += 1
             if candidate and fails(candidate):
                 current = candidate
+                if progress is not None:
+                    progress(current)
                 chunks = max(chunks - 1, 2)
                 break
             if out_of_budget():

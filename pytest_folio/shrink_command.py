@@ -8,15 +8,32 @@ while the replay still fails the same way (the same fsx exit status; for fsx for
 any check), and the shortest log is written beside ``LOG`` as ``NAME.min.fsxops`` /
 ``NAME.min.mtdops`` (or to ``-o FILE``), ready for ``--folio-fsx-replay`` /
 ``--folio-mtd-replay``.
+
+Bounded like every input: ``LOG`` is read as a replayed log is (a regular file of at
+most 16 MiB, :func:`~pytest_folio.inputs.read_log`), and ``--seconds`` bounds the whole
+search, each replay included: a replay runs in this process (the target may be any
+importable factory, which a child process would have to import and build again) under a
+``SIGALRM`` timer (:func:`~pytest_folio.timeout.deadline`) set to the time left, so a
+target that hangs in Python or in a system call is interrupted and the shortest log so
+far is kept; one that never returns to Python gets every thread's stack dumped instead.
+SIGINT or SIGTERM writes the shortest failing log found so far beside ``LOG`` as
+``NAME.partial.fsxops`` / ``NAME.partial.mtdops`` (each replay's temporary directory is
+removed as it unwinds) and exits 130 / 143. ``-o`` never names ``LOG`` itself unless
+``--in-place`` says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any, TypeVar
 
 from pytest_folio.errors import CommandError
@@ -31,6 +48,7 @@ from pytest_folio.fsx.log import (
     recorded_note,
     write_fsxops,
 )
+from pytest_folio.inputs import read_log
 from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_mtdops
 from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure
 from pytest_folio.options import option_default
@@ -39,6 +57,7 @@ from pytest_folio.sizes import parse_size
 from pytest_folio.targets.fs import resolve_fs_target
 from pytest_folio.targets.mtd import resolve_mtd_target
 from pytest_folio.targets.spec import TargetError
+from pytest_folio.timeout import MAX_SECONDS, TimedOut, deadline
 
 T = TypeVar("T")
 
@@ -58,26 +77,81 @@ def register(subparsers: Any) -> None:
                         help="fsx flags the log was recorded with (-l, -o, alignment)")
     parser.add_argument("--folio-order", type=int, default=0,
                         help="the device's folio order (default 0)")
-    parser.add_argument("--seconds", type=float, default=300,
-                        help="stop shrinking after this long, keeping the shortest so far")
+    parser.add_argument("--seconds", type=_seconds, default=300,
+                        help="stop shrinking after this long, a replay that hangs "
+                             "included, keeping the shortest so far (default 300)")
     parser.add_argument("-o", "--output", type=Path, help="where to write the shortest log")
+    parser.add_argument("--in-place", action="store_true",
+                        help="allow -o to name LOG itself (replaced by the shortest log)")
     parser.set_defaults(run=run)
 
 
-def _read(path: Path) -> str:
-    if not path.is_file():
-        raise CommandError(f"{path}: not a regular file")
+def _seconds(text: str) -> float:
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"cannot read {path}: {exc}") from None
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most "
+                                         f"{MAX_SECONDS:.0f}: {text!r}")
+    return value
 
 
-def _minimal(items: Sequence[T], fails: Callable[[list[T]], bool], seconds: float,
-             what: str) -> list[T]:
-    if not fails(list(items)):
-        raise CommandError(f"the log does not fail on {what}: nothing to shrink")
-    return ddmin(items, fails, seconds=seconds)
+class _Terminated(BaseException):
+    """SIGTERM, raised where the search is, so it unwinds as SIGINT does."""
+
+
+def _output(args: argparse.Namespace, suffix: str) -> Path:
+    """``-o`` (never ``LOG`` itself without ``--in-place``), else ``NAME.min.SUFFIX``."""
+    out: Path = args.output or args.log.with_suffix(f".min{suffix}")
+    same = out.resolve() == args.log.resolve() or (out.exists()
+                                                  and os.path.samefile(out, args.log))
+    if same and not args.in_place:
+        raise CommandError(f"-o {out} is the log being shrunk: give another file, or "
+                           "--in-place to replace the log")
+    return out
+
+
+def _minimal(items: Sequence[T], fails: Callable[[list[T]], bool], args: argparse.Namespace,
+             what: str, write: Callable[[Path, list[T]], object], suffix: str) -> list[T]:
+    """The shortest failing subsequence found within ``--seconds``, each replay bounded
+    by the time left; on SIGINT/SIGTERM the shortest so far is written next to the log
+    (``write``) before the interruption goes on."""
+    end = time.monotonic() + args.seconds
+    best = list(items)
+
+    def bounded(candidate: list[T]) -> bool:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimedOut("the end of --seconds")
+        with deadline(left, TimedOut.raise_at):
+            return fails(candidate)
+
+    def keep(shorter: list[T]) -> None:
+        best[:] = shorter
+
+    try:
+        try:
+            if not bounded(list(items)):
+                raise CommandError(f"the log does not fail on {what}: nothing to shrink")
+        except TimedOut as exc:
+            raise CommandError(f"replaying the whole log on {what} took longer than "
+                               f"--seconds {args.seconds:g} (it was at {exc}): nothing "
+                               "to shrink") from None
+        # a replay interrupted when the budget runs out: the shortest so far is kept
+        with contextlib.suppress(TimedOut):
+            ddmin(items, bounded, seconds=end - time.monotonic(), progress=keep)
+    except (KeyboardInterrupt, _Terminated):
+        if len(best) < len(items):
+            partial = args.log.with_suffix(f".partial{suffix}")
+            write(partial, best)
+            print(f"{args.log}: interrupted; {len(best)} of {len(items)} operations still "
+                  f"fail: {partial}", file=sys.stderr)
+        else:
+            print(f"{args.log}: interrupted before any operation could be dropped; "
+                  "nothing written", file=sys.stderr)
+        raise
+    return best
 
 
 def _shrink_fsxops(args: argparse.Namespace, text: str) -> tuple[str, int, int]:
@@ -102,10 +176,15 @@ def _shrink_fsxops(args: argparse.Namespace, text: str) -> tuple[str, int, int]:
             statuses.append(found or 0)
         return found is not None and found == statuses[0]
 
-    shortest = _minimal(entries, fails, args.seconds, f"--folio-fs={args.folio_fs}")
-    out = args.output or args.log.with_suffix(".min.fsxops")
     origin = recorded_by(text)     # the shrunk log replays in the test the log names
-    write_fsxops(out, shortest, note=recorded_note(*origin) if origin else "")
+
+    def write(path: Path, shortest: list[LogEntry]) -> None:
+        write_fsxops(path, shortest, note=recorded_note(*origin) if origin else "")
+
+    out = _output(args, ".fsxops")
+    shortest = _minimal(entries, fails, args, f"--folio-fs={args.folio_fs}", write,
+                        ".fsxops")
+    write(out, shortest)
     return str(out), len(entries), len(shortest)
 
 
@@ -126,10 +205,14 @@ def _shrink_mtdops(args: argparse.Namespace, text: str) -> tuple[str, int, int]:
                 return True
         return False
 
-    shortest = _minimal(log.ops, fails, args.seconds, f"--folio-mtd={args.folio_mtd}")
-    out = args.output or args.log.with_suffix(".min.mtdops")
-    write_file(out, format_mtdops(shortest, _Geometry(geometry[0]),
-                                 f"shrunk from {args.log} ({len(log.ops)} operations)"))
+    def write(path: Path, shortest: list[Op]) -> None:
+        write_file(path, format_mtdops(shortest, _Geometry(geometry[0]),
+                                      f"shrunk from {args.log} ({len(log.ops)} operations)"))
+
+    out = _output(args, ".mtdops")
+    shortest = _minimal(log.ops, fails, args, f"--folio-mtd={args.folio_mtd}", write,
+                        ".mtdops")
+    write(out, shortest)
     return str(out), len(log.ops), len(shortest)
 
 
@@ -141,8 +224,13 @@ class _Geometry:
         self.erasesize, self.writesize = dev.erasesize, dev.writesize
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
 def run(args: argparse.Namespace) -> int:
-    text = _read(args.log)
+    text = read_log(args.log, CommandError)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         if args.log.suffix == ".mtdops":
             out, before, after = _shrink_mtdops(args, text)
@@ -150,5 +238,11 @@ def run(args: argparse.Namespace) -> int:
             out, before, after = _shrink_fsxops(args, text)
     except (FsxopsError, MTDOpsError, TargetError, ValueError) as exc:
         raise CommandError(str(exc)) from None
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except _Terminated:
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"{args.log}: {before} operations, {after} still fail: {out}")
     return 0

@@ -159,8 +159,9 @@ def test_a_failures_log_is_kept_and_the_replay_command_points_there(tmp_path: Pa
     replay = next(w for w in shlex.split(command.group(1))
                   if w.startswith("--folio-mtd-replay="))
     kept = Path(replay.partition("=")[2])
-    assert kept.parent == (tmp_path / ".folio" / "failures" /
-                           "test_mtd_fsx.py__TestMTDFsx__test_mtd_fsx_16K-eb16K")
+    assert kept.parent.parent == tmp_path / ".folio" / "failures"
+    assert re.fullmatch(r"test_mtd_fsx\.py__TestMTDFsx__test_mtd_fsx_16K-eb16K-[0-9a-f]{12}",
+                        kept.parent.name), kept
     assert kept.read_text().startswith("#")
     again = _pytest(tmp_path, *shlex.split(command.group(1))[3:], "-q", "-p",
                     "no:cacheprovider")
@@ -168,11 +169,15 @@ def test_a_failures_log_is_kept_and_the_replay_command_points_there(tmp_path: Pa
     assert again.returncode == 1 and "mtd fsx: " in again.stdout, again.stdout[-3000:]
 
 
-def test_old_failures_are_pruned_by_count(tmp_path: Path) -> None:
+def test_old_failures_are_pruned_by_count_and_only_the_plugins(tmp_path: Path) -> None:
     for age in range(5):
-        old = tmp_path / f"test_{age}"
-        old.mkdir()
-        (old / "a.fsxops").write_text("x")
-        os.utime(old, (1000 + age, 1000 + age))
+        for owner in ("test", "mine"):
+            old = tmp_path / f"{owner}_{age}"
+            old.mkdir()
+            (old / "a.fsxops").write_text("x")
+            if owner == "test":
+                (old / failures.MARKER).write_text('{"test": "t", "files": ["a.fsxops"]}')
+            os.utime(old, (1000 + age, 1000 + age))
     failures._prune(tmp_path, 3)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_2", "test_3", "test_4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        *(f"mine_{age}" for age in range(5)), "test_2", "test_3", "test_4"]

@@ -57,16 +57,20 @@ def test_a_size_map_without_a_block_size_is_one_line(pytester: pytest.Pytester) 
                     "(--folio-block-sizes: 4K,16K)")
 
 
-@pytest.mark.parametrize("option", ["--folio-fsx-replay", "--folio-mtd-replay"])
-@pytest.mark.parametrize("kind", ["fifo", "zero"])
-def test_replaying_a_fifo_or_device_is_one_line(pytester: pytest.Pytester, option: str,
-                                                kind: str) -> None:
-    path = Path("/dev/zero")
+@pytest.mark.parametrize("option", ["--folio-fsx-replay", "--folio-mtd-replay",
+                                    "--folio-fs-oracle-replay"])
+@pytest.mark.parametrize("kind", ["fifo", "zero", "directory"])
+def test_replaying_a_fifo_device_or_directory_is_one_line(pytester: pytest.Pytester,
+                                                          option: str, kind: str) -> None:
+    """Named by what it is (a directory's path, not a descriptor number)."""
+    path, what = Path("/dev/zero"), "a character device"
     if kind == "fifo":
-        path = pytester.path / "log"
+        path, what = pytester.path / "log", "a FIFO"
         os.mkfifo(path)
+    elif kind == "directory":
+        path, what = pytester.path, "a directory"
     line = _usage_error(pytester, f"{option}={path}")
-    assert line == f"ERROR: {option}: {path}: is not a regular file"
+    assert line == f"ERROR: {option}: {path}: is {what}, not a log file"
 
 
 def test_ini_lists_as_toml_arrays_are_accepted(pytester: pytest.Pytester) -> None:

@@ -66,8 +66,8 @@ def test_a_log_over_the_cap_is_one_line_before_reading_it(tmp_path: Path, option
         f.truncate(100 << 20)
     with pytest.raises(pytest.UsageError) as raised:
         FolioSession.resolve(dataclasses.replace(SETTINGS, **{field: log}))  # type: ignore[arg-type]
-    assert str(raised.value) == (f"{option}: {log}: 100M is more than the 16M a "
-                                 "replayed log may have")
+    assert str(raised.value) == (f"{option}: {log}: 100M is more than the 16M a log "
+                                 "may have")
 
 
 def test_a_worker_takes_the_controllers_classification_of_a_path(tmp_path: Path) -> None:

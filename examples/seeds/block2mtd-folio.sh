@@ -15,6 +15,7 @@
 # the same conversion for 7.x's block2mtd.c. VM=... passes more options to the vm
 # subcommand.
 set -e
+python=${PYTHON:-python3}     # the interpreter with pytest-folio (a venv's, unactivated)
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/folio-seeds}
 step=${STEP:-all}
@@ -22,7 +23,7 @@ mkdir -p "$out"
 run() {
     json=$1
     shift
-    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest_folio vm --mtd-tests \
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "$python" -m pytest_folio vm --mtd-tests \
         ${KERNEL:+--kernel "$KERNEL"} ${BUILD_KERNEL:+--build-kernel "$BUILD_KERNEL"} \
         --mtd-size "${SIZE:-64M}" --timeout 1800 ${VM:-} "$@" -- \
         -q -p no:cacheprovider --pyargs pytest_folio.suites.test_kernel_mtd \
@@ -32,7 +33,7 @@ run() {
 }
 # the seed's table from one run holding both sides, or from a base and a patched run
 table() {
-    python -m pytest_folio compare "$@" \
+    "$python" -m pytest_folio compare "$@" \
         --row "Eraseblock read (128 KiB)" --row "Eraseblock write (128 KiB)" \
         --row "Page read (512 B)" --row "Page write (512 B)" \
         --row "2-page read (1 KiB)" --row "2-page write (1 KiB)" \
@@ -41,7 +42,7 @@ table() {
 }
 if [ "$step" = interleaved ]; then
     json=$out/block2mtd-folio-interleaved.json
-    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest_folio vm --mtd-tests --interleave \
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "$python" -m pytest_folio vm --mtd-tests --interleave \
         ${KERNEL:+--kernel "$KERNEL"} ${BUILD_KERNEL:+--build-kernel "$BUILD_KERNEL"} \
         --patch "${PATCH:-$here/block2mtd-folio.patch}" \
         --mtd-size "${SIZE:-64M}" --timeout 3600 ${VM:-} -- \

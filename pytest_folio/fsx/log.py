@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pytest_folio.files import write_file
+from pytest_folio.inputs import excerpt
 
 # The operations this engine generates, in the order the random choice maps onto them.
 OP_READ = 0
@@ -237,6 +238,10 @@ _HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
 
 
 def _strtoul(word: str) -> int | None:
+    """The number C's ``strtoul(word, 0)`` reads, None for a word that is no number of
+    64 bits' digits (a longer one is not parsed at all)."""
+    if len(word) > 24:      # 0 and 22 octal digits: 2**64 in any form fits
+        return None
     if _HEX.match(word):
         return int(word, 16)
     if _OCTAL.match(word):
@@ -283,7 +288,7 @@ def parse_fsxops(text: str, source: str = "<fsxops>") -> list[LogEntry]:
                 raise fail("'skip' without an operation")
         op = _OP_CODES.get(words[0])
         if op is None:
-            raise fail(f"unknown operation {words[0]!r} (known: {', '.join(_OP_CODES)})")
+            raise fail(f"unknown operation {excerpt(words[0])} (known: {', '.join(_OP_CODES)})")
         want = op_args_count(op)
         args: list[int] = []
         rest = words[1:]
@@ -299,7 +304,7 @@ def parse_fsxops(text: str, source: str = "<fsxops>") -> list[LogEntry]:
             if word in _FLAG_WORDS:
                 flags |= _FLAG_WORDS[word]
             elif word != "*":
-                raise fail(f"unexpected {word!r} after the numbers")
+                raise fail(f"unexpected {excerpt(word)} after the numbers")
         if op == OP_FSYNC and fsync_note:
             flags &= ~FL_SKIPPED
         entry = LogEntry(op, tuple(args), flags)

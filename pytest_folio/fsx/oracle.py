@@ -40,6 +40,7 @@ from typing import Any
 from pytest_folio.bytescmp import first_difference as first_difference_at
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
+from pytest_folio.inputs import excerpt, read_log
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.protocols import (
@@ -392,8 +393,54 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+# What a replayed operation may hold: its data is built in memory (a pwrite's pattern, a
+# pread's buffer), so a length is bounded well above any generated one (BIG, a few
+# blocks); offsets are a loff_t's, anchors as :data:`Anchor` says.
+MAX_REPLAY_LENGTH = 64 << 20
+_LOFF_T = (-(1 << 63), (1 << 63) - 1)
+# Each call's arguments after its name, as generate() makes them.
+_ARGS: dict[str, tuple[str, ...]] = {
+    "open": ("slot", "name", "flags"), "close": ("slot",), "fstat": ("slot",),
+    "fsync": ("slot",), "pread": ("slot", "length", "offset"),
+    "pwrite": ("slot", "length", "offset", "tag"), "ftruncate": ("slot", "offset"),
+    "mmap_read": ("slot", "offset", "length"), "mmap_write": ("slot", "offset", "length", "tag"),
+    "copy_file_range": ("slot", "slot", "length", "offset", "offset"),
+    "fallocate": ("slot", "flags", "offset", "length"), "rename": ("name", "name"),
+    **{kind: ("name",) for kind in ("unlink", "mkdir", "rmdir", "listdir", "stat",
+                                    "drop_caches")},
+}
+
+
+def _integer(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _bad_argument(kind: str, value: Any) -> str | None:
+    """Why ``value`` cannot be an argument of that kind (None when it can)."""
+    if kind == "slot":
+        return None if _integer(value, 0, SLOTS - 1) else f"a slot from 0 to {SLOTS - 1}"
+    if kind == "length":
+        return None if _integer(value, 0, MAX_REPLAY_LENGTH) else (
+            f"a length from 0 to {MAX_REPLAY_LENGTH >> 20} MiB")
+    if kind in ("flags", "tag"):
+        return None if _integer(value, 0, (1 << 32) - 1) else f"{kind}: an integer of 32 bits"
+    if kind == "offset":
+        if _integer(value, *_LOFF_T):
+            return None
+        if (isinstance(value, tuple) and len(value) == 3 and value[0] == "eof"
+                and _integer(value[1], 1, 1 << 32) and _integer(value[2], *_LOFF_T)):
+            return None
+        return "an offset (a 64-bit integer or [\"eof\", ALIGN >= 1, DELTA])"
+    parts = value.rstrip("/").split("/") if isinstance(value, str) else []
+    if (not parts or value.startswith("/") or "\0" in value or len(value) > 4096
+            or any(part in ("", ".", "..") or len(part) > 255 for part in parts)):
+        return "a relative name without '.' or '..' (like d/c)"
+    return None
+
+
 def load_ops(text: str, where: str = "log") -> list[Op]:
-    """Operations from ``.fsdiff`` text; ValueError naming the line when it is not one."""
+    """Operations from ``.fsdiff`` text; ValueError naming the line when one is not an
+    operation generate() could have made (the call's arguments, each in its range)."""
     lines = text.splitlines()
     if not lines or lines[0].strip() != LOG_HEADER:
         raise ValueError(f"{where}: not a differential log (the first line is not "
@@ -404,12 +451,29 @@ def load_ops(text: str, where: str = "log") -> list[Op]:
             continue
         try:
             op = _tuples(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}:{number}: not JSON: {exc}") from None
-        if not isinstance(op, tuple) or not op or op[0] not in CALLS:
-            raise ValueError(f"{where}:{number}: not an operation: {line.strip()}")
+        except (ValueError, RecursionError) as exc:     # ValueError: JSONDecodeError too
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            raise ValueError(f"{where}:{number}: not JSON ({reason}): {excerpt(line)}") from None
+        if not isinstance(op, tuple) or not op or not isinstance(op[0], str) \
+                or op[0] not in _ARGS:
+            raise ValueError(f"{where}:{number}: not an operation: {excerpt(line.strip())}")
+        kinds = _ARGS[op[0]]
+        if len(op) != len(kinds) + 1:
+            raise ValueError(f"{where}:{number}: {op[0]} takes {len(kinds)} arguments "
+                             f"({', '.join(kinds)}), not {len(op) - 1}")
+        for at, (kind, value) in enumerate(zip(kinds, op[1:], strict=True), 1):
+            why = _bad_argument(kind, value)
+            if why is not None:
+                raise ValueError(f"{where}:{number}: {op[0]} argument {at} must be {why}, "
+                                 f"not {excerpt(json.dumps(value))}")
         ops.append(op)
     return ops
+
+
+def read_fsdiff(path: str | os.PathLike[str]) -> list[Op]:
+    """The operations of a ``.fsdiff`` file, read as every log is (:func:`read_log`:
+    a regular file, bounded); ValueError of one line otherwise."""
+    return load_ops(read_log(path, ValueError), os.fspath(path))
 
 
 # -- running and comparing --------------------------------------------------------------------

@@ -30,6 +30,8 @@ from pytest_folio.uapi import (
 
 NAME_MAX = 255
 MAX_LFS_FILESIZE = (1 << 63) - 1        # a 64-bit kernel's, and ramfs's and tmpfs's s_maxbytes
+ULONG_MAX = SIZE_MAX = (1 << 64) - 1    # a 64-bit kernel's unsigned long and size_t
+LOFF_MIN, LOFF_MAX = -(1 << 63), (1 << 63) - 1      # loff_t
 
 # include/uapi/linux/falloc.h, the modes vfs_fallocate knows but the FileSystem protocol
 # does not use
@@ -43,6 +45,14 @@ FALLOC_FL_MODE_MASK = (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_
 
 def raise_errno(err: int, what: str) -> NoReturn:
     raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def not_c_values(*loffs: int, count: int = 0) -> bool:
+    """Whether a number is one no system call can be given (an offset no loff_t holds,
+    a count no size_t holds). Those are EINVAL before anything else, as the directory
+    target's C layer refuses them, so the two agree."""
+    return not (all(LOFF_MIN <= value <= LOFF_MAX for value in loffs)
+                and 0 <= count <= SIZE_MAX)
 
 
 def write_check_limits(pos: int, count: int, what: str) -> int:
@@ -147,9 +157,11 @@ class Vfs(ABC):
             raise_errno(errno.ENOENT, path)
         return child
 
-    def _walk(self, path: str) -> tuple[Inode, str, Inode | None, bool]:
+    def _walk(self, path: str, *, lookup: bool = True) -> tuple[Inode, str, Inode | None,
+                                                                  bool]:
         """(parent directory, last name, its inode or None, trailing slash); the root is
-        its own parent with the name ''."""
+        its own parent with the name ''. ``lookup=False``: the last name is not looked
+        up yet (its ENAMETOOLONG is the caller's, where the kernel's lookup is)."""
         parts = [p for p in path.split("/") if p]
         trailing = path.endswith("/")
         if not parts:
@@ -160,7 +172,7 @@ class Vfs(ABC):
         name = parts[-1]
         if directory.children is None:
             raise_errno(errno.ENOTDIR, path)
-        if len(name) > NAME_MAX:
+        if len(name) > NAME_MAX and lookup:
             raise_errno(errno.ENAMETOOLONG, path)
         if name in (".", ".."):
             return directory, name, self._step(directory, name, path), trailing
@@ -193,6 +205,8 @@ class Vfs(ABC):
 
     # -- open files ---------------------------------------------------------------------------
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        if flags & os.O_CREAT and flags & os.O_DIRECTORY:     # build_open_flags, Linux 6.4+
+            raise_errno(errno.EINVAL, f"{path}: O_CREAT|O_DIRECTORY")
         parent, name, inode, trailing = self._walk(path)
         created = False
         if flags & os.O_CREAT and trailing:       # open_last_lookups: O_CREAT wants a file
@@ -232,27 +246,34 @@ class Vfs(ABC):
         for fd in list(self._files):
             self.close(fd)
 
-    def _regular(self, fd: int, *, read: bool = False, write: bool = False) -> tuple[
-            OpenFile, Inode, AddressSpace]:
-        """The fd's file for I/O: EBADF without the access, EISDIR on a directory."""
-        f = self._file(fd)
-        if (read and not f.readable) or (write and not f.writable):
-            raise_errno(errno.EBADF, f"fd {fd}")
-        if f.inode.i_mapping is None:
-            raise_errno(errno.EISDIR, f"fd {fd}")
-        return f, f.inode, f.inode.i_mapping
+    def _rw_checks(self, fd: int, count: int, offset: int, *, write: bool) -> OpenFile:
+        """ksys_pread64/ksys_pwrite64, vfs_read/vfs_write and rw_verify_area, in their
+        order: a negative offset before the descriptor, then its access, then the end
+        past MAX_LFS_FILESIZE. Numbers no C type holds are refused first, as
+        :func:`not_c_values` says."""
+        err = errno.EINVAL if not (0 <= offset <= LOFF_MAX and 0 <= count <= SIZE_MAX) else 0
+        if not err:
+            f = self._files.get(fd)
+            if f is None or not (f.writable if write else f.readable):
+                err = errno.EBADF
+            elif offset + count > MAX_LFS_FILESIZE:
+                err = errno.EINVAL
+            else:
+                return f
+        raise_errno(err, f"{'pwrite' if write else 'pread'}(fd {fd}, {count}, {offset})")
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
-        _, inode, mapping = self._regular(fd, read=True)
-        if offset < 0 or n < 0 or offset + n > MAX_LFS_FILESIZE:       # rw_verify_area
-            raise_errno(errno.EINVAL, f"pread(fd {fd}, {n}, {offset})")
+        inode = self._rw_checks(fd, n, offset, write=False).inode
+        mapping = inode.i_mapping
+        if mapping is None:                     # generic_read_dir
+            raise_errno(errno.EISDIR, f"pread(fd {fd})")
         n = min(n, inode.i_size - offset)
         return mapping.filemap_read(offset, n) if n > 0 else b""
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
-        f, inode, mapping = self._regular(fd, write=True)
-        if offset < 0 or offset + len(data) > MAX_LFS_FILESIZE:        # rw_verify_area
-            raise_errno(errno.EINVAL, f"pwrite(fd {fd}, offset {offset})")
+        f = self._rw_checks(fd, len(data), offset, write=True)
+        inode, mapping = f.inode, f.inode.i_mapping
+        assert mapping is not None      # a directory is never open for writing
         if f.flags & os.O_APPEND:       # Linux's pwrite appends on O_APPEND (see pwrite(2))
             offset = inode.i_size
         if not data:
@@ -274,11 +295,13 @@ class Vfs(ABC):
         inode.touch()
 
     def ftruncate(self, fd: int, length: int) -> None:
-        f = self._file(fd)
-        if not f.writable or f.inode.i_mapping is None or length < 0:
+        # do_sys_ftruncate: a negative length before the descriptor (and one past
+        # s_maxbytes, MAX_LFS_FILESIZE, is no loff_t: not_c_values)
+        if not 0 <= length <= LOFF_MAX:
             raise_errno(errno.EINVAL, f"ftruncate(fd {fd}, {length})")
-        if length > MAX_LFS_FILESIZE:
-            raise_errno(errno.EFBIG, f"ftruncate(fd {fd}, {length})")
+        f = self._file(fd)
+        if not f.writable or f.inode.i_mapping is None:                 # do_ftruncate
+            raise_errno(errno.EINVAL, f"ftruncate(fd {fd}, {length})")
         self._truncate_setsize(f.inode, length)
 
     def _stat(self, inode: Inode) -> os.stat_result:
@@ -300,6 +323,8 @@ class Vfs(ABC):
     # -- fallocate ----------------------------------------------------------------------------
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
         what = f"fallocate(fd {fd}, mode {mode:#x}, {offset}, {length})"
+        if not_c_values(offset, length):
+            raise_errno(errno.EINVAL, what)
         f = self._file(fd)
         # vfs_fallocate's checks, in its order
         if offset < 0 or length <= 0:
@@ -335,6 +360,8 @@ class Vfs(ABC):
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
         what = f"copy_file_range(fd {src}, fd {dst}, {count}, {offset_src}, {offset_dst})"
+        if not_c_values(offset_src, offset_dst, count=count):
+            raise_errno(errno.EINVAL, what)
         fin, fout = self._file(src), self._file(dst)
         iin, iout = fin.inode, fout.inode
         # generic_copy_file_checks, in its order
@@ -342,12 +369,16 @@ class Vfs(ABC):
             raise_errno(errno.EISDIR, what)
         if not fin.readable or not fout.writable or fout.flags & os.O_APPEND:
             raise_errno(errno.EBADF, what)
-        if offset_src < 0 or offset_dst < 0 or count < 0:
-            raise_errno(errno.EINVAL, what)
+        if max(offset_src & ULONG_MAX, offset_dst & ULONG_MAX) + count > ULONG_MAX:
+            raise_errno(errno.EOVERFLOW, f"{what}: the range wraps")   # as u64 offsets
         count = 0 if offset_src >= iin.i_size else min(count, iin.i_size - offset_src)
         count = write_check_limits(offset_dst, count, what)
         if iin is iout and offset_dst + count > offset_src and offset_dst < offset_src + count:
             raise_errno(errno.EINVAL, f"{what}: overlapping ranges of one file")
+        # then vfs_copy_file_range's rw_verify_area on each side, with the count cut
+        for pos in (offset_src, offset_dst):
+            if pos < 0 or pos + count > MAX_LFS_FILESIZE:
+                raise_errno(errno.EINVAL, what)
         if count == 0:
             return 0
         assert iin.i_mapping is not None and iout.i_mapping is not None
@@ -362,15 +393,17 @@ class Vfs(ABC):
     def _mapped(self, fd: int, offset: int, length: int, write: bool) -> Inode:
         """mmap's checks, then the page fault's: SIGBUS (EFAULT here) past the page
         holding EOF."""
+        if not_c_values(offset - offset % PAGE_SIZE, count=length):
+            raise_errno(errno.EINVAL, f"mmap(fd {fd}, offset {offset}, length {length})")
         f = self._file(fd)
-        if offset < 0:
-            raise_errno(errno.EINVAL, f"mmap(fd {fd}, offset {offset})")
         inode = f.inode
-        # file_mmap_ok: a regular file's mapping (from offset's page on) must end below
-        # MAX_LFS_FILESIZE, so the last page below it cannot be mapped
-        pages = -(-(offset % PAGE_SIZE + length) // PAGE_SIZE) * PAGE_SIZE
-        if (inode.i_mapping is not None
-                and offset // PAGE_SIZE > (MAX_LFS_FILESIZE - pages) // PAGE_SIZE):
+        # file_mmap_ok, on the page index as an unsigned long (a negative offset is a
+        # huge one): a regular file's mapping must end below MAX_LFS_FILESIZE (so the
+        # last page below it cannot be mapped), any other's below ULONG_MAX
+        pgoff = ((offset & ULONG_MAX) >> PAGE_SHIFT)
+        size = -(-(offset % PAGE_SIZE + length) // PAGE_SIZE) * PAGE_SIZE
+        maxsize = MAX_LFS_FILESIZE if inode.i_mapping is not None else ULONG_MAX
+        if size > maxsize or pgoff > (maxsize - size) >> PAGE_SHIFT:
             raise_errno(errno.EOVERFLOW, f"mmap(fd {fd}, offset {offset})")
         if not f.readable or (write and not f.writable):     # do_mmap's order
             raise_errno(errno.EACCES, f"mmap(fd {fd})")
@@ -455,14 +488,14 @@ class Vfs(ABC):
 
     def rmdir(self, path: str) -> None:
         parent, name, inode, _ = self._walk(path)
-        if inode is None:
-            raise_errno(errno.ENOENT, path)
-        if inode is self.root:
-            raise_errno(errno.EBUSY, path)
+        if name == "..":                # do_rmdir: the last name's kind before its lookup
+            raise_errno(errno.ENOTEMPTY, path)
         if name == ".":
             raise_errno(errno.EINVAL, path)
-        if name == "..":
-            raise_errno(errno.ENOTEMPTY, path)
+        if not name:
+            raise_errno(errno.EBUSY, path)
+        if inode is None:
+            raise_errno(errno.ENOENT, path)
         if not inode.is_dir:
             raise_errno(errno.ENOTDIR, path)
         if inode.children:
@@ -471,12 +504,17 @@ class Vfs(ABC):
 
     def rename(self, src: str, dst: str) -> None:
         what = f"rename({src!r}, {dst!r})"
-        sparent, sname, sinode, strailing = self._walk(src)
-        dparent, dname, dinode, dtrailing = self._walk(dst)      # both parents first
+        # do_renameat2: both parents first, then the last names' kinds, then each lookup
+        sparent, sname, sinode, strailing = self._walk(src, lookup=False)
+        dparent, dname, dinode, dtrailing = self._walk(dst, lookup=False)
+        if sname in ("", ".", "..") or dname in ("", ".", ".."):    # not LAST_NORM
+            raise_errno(errno.EBUSY, what)
+        if len(sname) > NAME_MAX:
+            raise_errno(errno.ENAMETOOLONG, what)
         if sinode is None:
             raise_errno(errno.ENOENT, what)
-        if sinode is self.root or sname in (".", "..") or dname in (".", "..") or not dname:
-            raise_errno(errno.EBUSY if sinode is self.root or not dname else errno.EINVAL, what)
+        if len(dname) > NAME_MAX:
+            raise_errno(errno.ENAMETOOLONG, what)
         if not sinode.is_dir and (strailing or dtrailing):
             raise_errno(errno.ENOTDIR, what)
         # do_renameat2's trap checks, before the types are compared

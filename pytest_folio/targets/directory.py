@@ -1,10 +1,13 @@
 """A real mounted directory (tmpfs, ext4, xfs, a kernel ramfs...) as a FileSystem.
 
-Every call is the real system call: ``os`` where Python has it, ``fallocate(2)`` and
-``mmap(2)`` through the C library (Python's ``os.posix_fallocate`` silently emulates
-what the file system lacks, and Python's ``mmap`` refuses to map the page that holds EOF
-beyond the file size, which is exactly the page fsx checks). Features are found by
-probing a scratch file, not by trusting the file-system type.
+Every call is the real system call, with nothing checked before the kernel sees it:
+reads, writes, truncates, fallocate, copy_file_range and mappings go through the C
+library (:mod:`pytest_folio.targets.syscalls`): Python's ``os.pread`` refuses negative
+values itself, ``os.posix_fallocate`` silently emulates what the file system lacks, and
+Python's ``mmap`` checks offsets and lengths itself and refuses to map the page that
+holds EOF beyond the file size, which is exactly the page fsx checks. So a differential
+against a real file system sees the kernel's errnos in the kernel's order. Features are
+found by probing a scratch file, not by trusting the file-system type.
 
 Safety rule (``--folio-allow-destructive``): suites normally work in a
 fresh subdirectory that this module creates and removes, so they may run in any existing
@@ -17,7 +20,6 @@ test fails, is interrupted (Ctrl-C) or the process gets SIGTERM.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import shutil
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.targets import syscalls
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -35,46 +38,24 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
 )
+from pytest_folio.targets.syscalls import PROT_READ, PROT_WRITE
 
-PROT_READ = 0x1
-PROT_WRITE = 0x2
-MAP_SHARED = 0x01
-MS_SYNC = 0x4
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-_libc.fallocate.restype = ctypes.c_int
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_int64]
-_libc.mmap.restype = ctypes.c_void_p
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.munmap.restype = ctypes.c_int
-_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.msync.restype = ctypes.c_int
-_MAP_FAILED = ctypes.c_void_p(-1).value
-# looked up once: an attribute of a CDLL is a lookup on every use
-_mmap, _munmap, _msync, _fallocate = _libc.mmap, _libc.munmap, _libc.msync, _libc.fallocate
-_memmove, _string_at = ctypes.memmove, ctypes.string_at
+# looked up once: fsx makes these calls in its inner loop
+_munmap, _memmove, _string_at = syscalls.munmap, ctypes.memmove, ctypes.string_at
 
 PROBE_NAME = ".folio-probe"
-
-
-def _raise_errno(what: str) -> None:
-    err = ctypes.get_errno()
-    raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def sys_fallocate(fd: int, mode: int, offset: int, length: int) -> None:
-    """fallocate(2) itself, so an unsupported mode is EOPNOTSUPP rather than emulated."""
-    if _fallocate(fd, mode, offset, length) != 0:
-        _raise_errno(f"fallocate(mode={mode:#x}, offset={offset}, length={length})")
+CLOSED_FD = -1      # what the kernel is given for a descriptor this target did not open
 
 
 def check_mapped_range(offset: int, length: int, size: int) -> None:
     """A shared mapping is readable up to the end of the page holding EOF; past it the
-    kernel sends SIGBUS, which we turn into EFAULT instead of killing the test process."""
-    if offset < 0 or length < 0:
-        raise OSError(errno.EINVAL, f"mapped access at offset {offset}, length {length}")
+    kernel sends SIGBUS, which we turn into EFAULT instead of killing the test process.
+    A negative offset is EOVERFLOW, as mmap(2) says (file_mmap_ok takes its page index
+    as unsigned: past any file's maximum size)."""
+    if length < 0:
+        raise OSError(errno.EINVAL, f"mapped access of length {length}")
+    if offset < 0:
+        raise OSError(errno.EOVERFLOW, f"mapped access at offset {offset}")
     limit = -(-size // PAGE_SIZE) * PAGE_SIZE
     if offset + length > limit:
         raise OSError(
@@ -132,16 +113,11 @@ def _map(fd: int, offset: int, length: int, prot: int) -> tuple[int, int, int]:
     """Map the pages covering [offset, offset + length): (address, mapped length, offset
     of ``offset`` in the mapping); the caller unmaps it with ``_munmap(address, length)``.
 
-    mmap(2) itself accepts a range past EOF (it fails with EACCES, ENODEV... first), so
-    the caller checks the range inside the mapping, before touching it."""
-    if offset < 0:
-        raise OSError(errno.EINVAL, f"mapped access at negative offset {offset}")
-    skip = offset % PAGE_SIZE
-    size = length + skip
-    addr = _mmap(None, size, prot, MAP_SHARED, fd, offset - skip)
-    if addr is None or addr == _MAP_FAILED:
-        _raise_errno(f"mmap(offset={offset - skip}, length={size})")
-    return addr, size, skip
+    mmap(2) itself accepts a range past EOF (it fails with EOVERFLOW, EACCES, ENODEV...
+    first), so the caller checks the range inside the mapping, before touching it."""
+    skip = offset % PAGE_SIZE       # a negative offset rounds down, as the page index does
+    size = syscalls.size(length, "mmap") + skip
+    return syscalls.mmap(fd, offset - skip, size, prot), size, skip
 
 
 def _file_size(fd: int) -> int:
@@ -191,20 +167,21 @@ class DirectoryFS:
                 self.mmap_read(fd, 0, 1)
 
             def fallocate_probe() -> None:
-                sys_fallocate(fd, 0, span, blocksize)
-                sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, span + blocksize, blocksize)
+                syscalls.fallocate(fd, 0, span, blocksize)
+                syscalls.fallocate(fd, FALLOC_FL_KEEP_SIZE, span + blocksize, blocksize)
 
             self._fds.add(fd)
             works("mmap", mmap_probe)
             works("fallocate", fallocate_probe)
-            works("punch_hole", lambda: sys_fallocate(
+            works("punch_hole", lambda: syscalls.fallocate(
                 fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, blocksize, blocksize))
-            works("zero_range", lambda: sys_fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, blocksize))
-            works("collapse_range", lambda: sys_fallocate(
+            works("zero_range", lambda: syscalls.fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, blocksize))
+            works("collapse_range", lambda: syscalls.fallocate(
                 fd, FALLOC_FL_COLLAPSE_RANGE, blocksize, blocksize))
-            works("insert_range", lambda: sys_fallocate(
+            works("insert_range", lambda: syscalls.fallocate(
                 fd, FALLOC_FL_INSERT_RANGE, blocksize, blocksize))
-            works("copy_range", lambda: os.copy_file_range(fd, fd, blocksize, 0, 2 * blocksize))
+            works("copy_range", lambda: syscalls.copy_file_range(fd, fd, blocksize, 0,
+                                                                 2 * blocksize))
         finally:
             self._fds.discard(fd)
             os.close(fd)
@@ -219,17 +196,35 @@ class DirectoryFS:
         self._fds.clear()
 
     # -- helpers -----------------------------------------------------------------------
-    def _path(self, path: str) -> str:
-        full = os.path.normpath(os.path.join(self.root, path.lstrip("/")))
-        if full != self.root and not full.startswith(self.root + os.sep):
-            raise PermissionError(errno.EACCES, f"{path!r} leaves the file system's root")
-        # normpath drops a trailing slash, which the kernel uses to demand a directory.
-        return full + "/" if path.endswith("/") and full != self.root else full
+    def _path(self, path: str, *, parent: bool = False, removes: bool = False) -> str:
+        """``path`` under the root, as given: the kernel sees its ``.``, ``..`` and
+        trailing slashes and decides what they mean. A path whose ``..`` would climb out
+        of the root is EACCES. ``parent``: the call walks only to the last name's
+        directory (unlink, mkdir, rmdir, rename: the kernel refuses a last ``.`` or
+        ``..`` without walking it). ``removes``: the call would remove or move the root
+        itself when given it (rmdir, rename), which is EBUSY, as the kernel says for
+        ``/``."""
+        names = [name for name in path.split("/") if name]
+        depth = 0
+        for name in names[:-1] if parent else names:
+            depth += -1 if name == ".." else name != "."
+            if depth < 0:
+                raise PermissionError(errno.EACCES, f"{path!r} leaves the file system's root")
+        if removes and not names:
+            raise OSError(errno.EBUSY, f"{path!r} is the file system's root")
+        return self.root + "/" + "/".join(names) + ("/" if path.endswith("/") and names
+                                                     else "")
 
     def _fd(self, fd: int) -> int:
+        """The descriptor for the kernel: a closed one for any this target did not open,
+        so a test never reaches pytest's descriptors, and the kernel still makes its
+        checks in its order (pread64 refuses a negative offset before the descriptor)."""
+        return fd if fd in self._fds else CLOSED_FD
+
+    def _check_fd(self, fd: int) -> None:
+        """EBADF for a descriptor not open here: the calls that make no system call."""
         if fd not in self._fds:
             raise OSError(errno.EBADF, f"file descriptor {fd} is not open on {self.root}")
-        return fd
 
     # -- files -------------------------------------------------------------------------
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
@@ -242,32 +237,31 @@ class DirectoryFS:
         self._fds.discard(fd)
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
-        return os.pread(self._fd(fd), n, offset)
+        return syscalls.pread(self._fd(fd), n, offset)
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        return os.pwrite(self._fd(fd), data, offset)
+        return syscalls.pwrite(self._fd(fd), data, offset)
 
     def ftruncate(self, fd: int, length: int) -> None:
-        os.ftruncate(self._fd(fd), length)
+        syscalls.ftruncate(self._fd(fd), length)
 
     def fstat(self, fd: int) -> os.stat_result:
-        if fd not in self._fds:  # self._fd(fd) in line: fsx calls this after every operation
-            self._fd(fd)
-        return os.fstat(fd)
+        return os.fstat(fd if fd in self._fds else CLOSED_FD)  # in line: fsx's every op
 
     def fsync(self, fd: int) -> None:
-        os.fsync(self._fd(fd))
+        syscalls.fsync(self._fd(fd))
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        sys_fallocate(self._fd(fd), mode, offset, length)
+        syscalls.fallocate(self._fd(fd), mode, offset, length)
 
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
-        return os.copy_file_range(self._fd(src), self._fd(dst), count, offset_src, offset_dst)
+        return syscalls.copy_file_range(self._fd(src), self._fd(dst), count, offset_src,
+                                        offset_dst)
 
     def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
-        if length == 0:
-            self._fd(fd)
+        if length == 0:         # no system call: mmap(2) refuses a zero length
+            self._check_fd(fd)
             return b""
         addr, size, skip = _map(self._fd(fd), offset, length, PROT_READ)
         try:
@@ -280,15 +274,14 @@ class DirectoryFS:
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
         length = len(data)
         if not length:
-            self._fd(fd)
+            self._check_fd(fd)
             return
         addr, size, skip = _map(self._fd(fd), offset, length, PROT_READ | PROT_WRITE)
         try:
             check_mapped_range(offset, length, _file_size(fd))
             check_room_for_mapping(fd, offset, length, write=True)
             _memmove(addr + skip, bytes(data), length)
-            if _msync(addr, size, MS_SYNC) != 0:
-                _raise_errno(f"msync(offset={offset - skip}, length={size})")
+            syscalls.msync(addr, size, f"[{offset - skip}, {offset - skip + size})")
         finally:
             _munmap(addr, size)
 
@@ -305,16 +298,17 @@ class DirectoryFS:
 
     # -- names -------------------------------------------------------------------------
     def unlink(self, path: str) -> None:
-        os.unlink(self._path(path))
+        os.unlink(self._path(path, parent=True))
 
     def mkdir(self, path: str, mode: int = 0o755) -> None:
-        os.mkdir(self._path(path), mode)
+        os.mkdir(self._path(path, parent=True), mode)
 
     def rmdir(self, path: str) -> None:
-        os.rmdir(self._path(path))
+        os.rmdir(self._path(path, parent=True, removes=True))
 
     def rename(self, src: str, dst: str) -> None:
-        os.rename(self._path(src), self._path(dst))
+        os.rename(self._path(src, parent=True, removes=True),
+                  self._path(dst, parent=True, removes=True))
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(self._path(path)))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pytest_folio.errors import CommandError
+from pytest_folio.inputs import printable
 from pytest_folio.options import parse_figures
 from pytest_folio.sizes import parse_size
 from pytest_folio.timing import columns, meta, table
@@ -19,9 +20,15 @@ from pytest_folio.timing.compare import (
     normalise_to,
     select_rows,
 )
-from pytest_folio.timing.plot import PlotError, plot_table, require_matplotlib
+from pytest_folio.timing.plot import PlotError, plot_format, plot_table
 from pytest_folio.timing.statistics import FIGURES, STATISTICS, center
 from pytest_folio.timing.storage import TimingFileError, TimingRun, load_run
+
+
+def _emit(text: str, file: TextIO | None = None) -> None:
+    """Print text made of a saved run's names with their control characters escaped:
+    a run is a file anyone may hand over, and its names must not drive the terminal."""
+    print(printable(text), end="", file=file or sys.stdout)
 
 
 def _load(ref: str) -> TimingRun:
@@ -81,8 +88,8 @@ def run_show(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.run_ref}: no timings in this run")
     t = columns.build(columns.one_run_columns(name, run), args.statistic, figures_of(args))
     if args.format in ("grid", "markdown"):
-        print(f"{name}: {meta.describe(run)}")
-    print(table.render(t, args.format), end="")
+        _emit(f"{name}: {meta.describe(run)}\n")
+    _emit(table.render(t, args.format))
     return 0
 
 
@@ -157,7 +164,7 @@ def _tables(args: argparse.Namespace, cols: list[columns.Column]) -> list[table.
 def run_compare(args: argparse.Namespace) -> int:
     if args.plot:
         try:
-            require_matplotlib()
+            plot_format(args.plot)
         except PlotError as exc:
             raise CommandError(str(exc)) from None
     if args.counter and args.format in ("csv", "json"):
@@ -166,7 +173,7 @@ def run_compare(args: argparse.Namespace) -> int:
     refs = [args.base, *([args.patched] if args.patched else []), *args.more]
     named = [_named(ref, storage) for ref in refs]
     for line in meta.doubts(named):
-        print(f"warning: {line}", file=sys.stderr)
+        _emit(f"warning: {line}\n", sys.stderr)
     try:
         tables = _tables(args, _sides(args, named))
         if args.plot:
@@ -175,7 +182,7 @@ def run_compare(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     texts = [table.render(tables[0], args.format)]
     texts += [f"\n{t.what}:\n{table.render(t, args.format)}" for t in tables[1:]]
-    print("".join(texts), end="")
+    _emit("".join(texts))
     return 0
 
 
@@ -214,8 +221,9 @@ def run_list(args: argparse.Namespace) -> int:
         else []
     rows = [list_line(n, p) for n, _, p in numbered]
     rows += [list_line(None, p) for p in [*named, *map(Path, args.files)]]
+    rows = [[printable(cell) for cell in row] for row in rows]
     if not rows:
-        print(f"no saved runs in {storage} (save one with --folio-autosave)")
+        _emit(f"no saved runs in {storage} (save one with --folio-autosave)\n")
         return 0
     head = ["#", "name", "created", "items", "git", "state"]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -278,5 +286,5 @@ def run_bandwidth(args: argparse.Namespace) -> int:
     if not rows:
         raise CommandError("no item with a block size and a bandwidth in "
                            + ", ".join(args.run_files))
-    print(table.bandwidth_table(rows), end="")
+    _emit(table.bandwidth_table(rows))
     return 0

@@ -8,10 +8,13 @@ it, :func:`require_matplotlib` says so in one line instead of a traceback.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
+from pathlib import Path
 from typing import Any
 
+from pytest_folio.files import write_file
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.timing.compare import Comparison
 from pytest_folio.timing.table import Table, of
@@ -45,9 +48,32 @@ def item_styles(count: int) -> list[tuple[str, str]]:
     return list(pairs)
 
 
+def plot_format(path: str | os.PathLike[str]) -> str:
+    """The image format ``path`` names by its suffix (``png``, ``svg``, ``pdf``, ...), or
+    PlotError: a directory, a name with no suffix (matplotlib would write NAME.png
+    instead) or a format matplotlib cannot write."""
+    name = os.fspath(path)
+    if Path(name).is_dir():
+        raise PlotError(f"--plot {name}: a directory; name the image file, e.g. "
+                        f"{os.path.join(name, 'compare.png')}")
+    kind = Path(name).suffix[1:].lower()
+    if not kind:
+        raise PlotError(f"--plot {name}: no suffix to say the image format (.png, .svg, "
+                        f".pdf, ...)")
+    require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if kind not in kinds:
+        raise PlotError(f"--plot {name}: .{kind} is not an image format matplotlib "
+                        f"writes: one of {', '.join('.' + k for k in sorted(kinds))}")
+    return kind
+
+
 def plot_table(t: Table | Comparison, path: str | os.PathLike[str]) -> int:
-    """Draw ``t`` into ``path`` (format from the suffix); returns the lines drawn."""
+    """Draw ``t`` into ``path`` (format from the suffix, written as
+    :func:`~pytest_folio.files.write_file` writes); returns the lines drawn."""
     t = t if isinstance(t, Table) else of(t)
+    kind = plot_format(path)
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(11, 6), layout="constrained")
     key = t.size_key
@@ -80,8 +106,10 @@ def plot_table(t: Table | Comparison, path: str | os.PathLike[str]) -> int:
         ax.set_title(", ".join(f"{h.title} ({DASHES[i % len(DASHES)]})"
                                for i, h in enumerate(t.headings)))
         fig.legend(loc="outside right upper", fontsize="x-small")
+        image = io.BytesIO()
         try:
-            fig.savefig(path)
+            fig.savefig(image, format=kind)
+            write_file(path, image.getvalue())
         except (OSError, ValueError) as exc:
             raise PlotError(f"cannot write {os.fspath(path)}: {exc}") from None
     finally:

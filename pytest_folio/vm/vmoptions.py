@@ -10,10 +10,13 @@ import argparse
 import dataclasses
 import math
 import os
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
 from pytest_folio.errors import CommandError
+from pytest_folio.inputs import describe_file_type, read_limited, regular_file
 from pytest_folio.options import check_mtd_geometry
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
@@ -161,21 +164,97 @@ class VMOptions:
 
 def check_cache(cache: Path) -> None:
     """The host imports byte code and boots kernels and modules from the cache: one that
-    another user owns or may write is refused (CommandError) before anything is read."""
+    another user owns or may write, anywhere inside (``kernels/``, ``builds/``, an entry,
+    where a symlink in it leads), is refused (CommandError) before anything is read.
+    Every directory is checked, not only the top: a writable ``kernels/`` lets anyone
+    swap an entry however the top directory is kept."""
     try:
         info = cache.stat()
     except FileNotFoundError:
         return          # made by this user, with this user's umask
     except OSError as exc:
         raise CommandError(f"cache {cache}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise CommandError(f"cache {cache}: is {describe_file_type(info.st_mode)}, not a "
+                           "directory (--cache-dir or PYTEST_FOLIO_CACHE names a directory)")
+    _check_trusted(cache, cache, info)
+    for top, dirs, _ in os.walk(cache):     # symlinks are listed, not descended into
+        for name in dirs:
+            path = Path(top, name)
+            try:
+                info = path.stat()          # where a symlink leads is what is used
+            except OSError:
+                continue                    # a dangling link: nothing is read from it
+            _check_trusted(cache, path, info)
+
+
+def _check_trusted(cache: Path, path: Path, info: os.stat_result) -> None:
+    where = "" if path == cache else f"{path}: "
     if info.st_uid != os.geteuid():
-        raise CommandError(f"cache {cache}: owned by uid {info.st_uid}, not this user "
-                           f"({os.geteuid()}); what it holds would run as you: use a "
+        raise CommandError(f"cache {cache}: {where}owned by uid {info.st_uid}, not this "
+                           f"user ({os.geteuid()}); what it holds would run as you: use a "
                            "cache of your own (--cache-dir or PYTEST_FOLIO_CACHE)")
     if info.st_mode & 0o022:
-        raise CommandError(f"cache {cache}: writable by other users (mode "
+        raise CommandError(f"cache {cache}: {where}writable by other users (mode "
                            f"{info.st_mode & 0o777:o}); what it holds would run as you: "
-                           f"chmod go-w {cache}")
+                           f"chmod {'' if path == cache else '-R '}go-w {cache}")
+
+
+# A patch is read whole by patch(1) and kept in the build cache's key: a larger "patch"
+# is not one a kernel module build takes.
+MAX_PATCH_BYTES = 64 << 20
+_HUNK = re.compile(rb"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@", re.MULTILINE)
+
+
+def check_patch(patch: Path) -> None:
+    """A ``--patch`` is a regular file holding a unified diff (a ``@@ -a,b +c,d @@``
+    hunk, or git's ``diff --git`` header): CommandError of one line saying what it is
+    otherwise (missing, a directory, a device, another kind of text)."""
+    why = regular_file(patch, "a patch file")
+    if why is None:
+        try:
+            text = read_limited(patch, CommandError, MAX_PATCH_BYTES, "patch")
+        except CommandError as exc:
+            raise CommandError(f"--patch {exc}") from None
+        if not (_HUNK.search(text) or text.startswith(b"diff --git ")
+                or b"\ndiff --git " in text):
+            why = "not a unified diff (no '@@ -N,N +N,N @@' hunk, no 'diff --git' line)"
+    if why is not None:
+        raise CommandError(f"--patch {patch}: {why}")
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """A file the run writes: not a directory or other non-regular file already there,
+    in a directory that exists."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise CommandError(f"{option} {path}: {path.parent} is not a directory") \
+                from None
+        return
+    except OSError as exc:
+        raise CommandError(f"{option} {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise CommandError(f"{option} {path}: is {describe_file_type(mode)}, not a file "
+                           "to write the log to")
+
+
+def host_memory() -> int | None:
+    """This host's memory and swap in bytes, the most a qemu guest's memory can be
+    (Linux's default overcommit refuses one allocation larger); None where the
+    platform does not say."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            swap = next((int(line.split()[1]) << 10 for line in f
+                         if line.startswith("SwapTotal:")), 0)
+    except (OSError, ValueError, IndexError):
+        swap = 0
+    return physical + swap
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -194,13 +273,19 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         check_mtd_geometry(args.mtd_size, args.erasesize)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    host = host_memory()
+    if host is not None and (args.mem << 20) > host:
+        raise CommandError(f"--mem {args.mem} MiB is more than this host's memory and "
+                           f"swap ({host >> 20} MiB)")
     if (args.mem << 20) < args.mtd_size + MIN_GUEST_MEM:
         raise CommandError(
             f"--mem {args.mem} is too small for a {format_size(args.mtd_size)} MTD device "
             f"(needs at least {(args.mtd_size + MIN_GUEST_MEM) >> 20} MiB)")
     for patch in getattr(args, "patch", []):
-        if not patch.is_file():
-            raise CommandError(f"--patch {patch}: no such file")
+        check_patch(patch)
+    dmesg = getattr(args, "dmesg", None)
+    if dmesg is not None:
+        check_output_file(dmesg, "--dmesg")
     driver = getattr(args, "driver", None)
     if driver is not None and not driver.exists():
         raise CommandError(f"--driver {driver}: no such file or directory")

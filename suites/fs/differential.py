@@ -7,6 +7,7 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
+from pytest_folio.files import write_file
 from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.fs import REPRODUCE, fs_rerun_command, fs_target
 from pytest_folio.fsx.oracle import (
@@ -16,7 +17,7 @@ from pytest_folio.fsx.oracle import (
     compare,
     dump_ops,
     generate,
-    load_ops,
+    read_fsdiff,
     shrink,
 )
 from pytest_folio.session import session, settings
@@ -43,7 +44,7 @@ class FsDifferential(_Base):
         oracle = session(request.config).fs_oracle
         any_errno = oracle is not None and oracle.any_errno
         if folio.fs_oracle_replay is not None:
-            ops = load_ops(folio.fs_oracle_replay.read_text(), str(folio.fs_oracle_replay))
+            ops = read_fsdiff(folio.fs_oracle_replay)
         else:
             ops = generate(folio.fsx_seed, common(filesystem, fs_oracle), folio.fsx_ops,
                            maxlen=max(MAXLEN, 3 * filesystem.blocksize),
@@ -75,7 +76,7 @@ class FsDifferential(_Base):
         where = folio.fsx_dir or tmp_path_factory.mktemp("folio-differential")
         where.mkdir(parents=True, exist_ok=True)
         log = where / f"differential-{format_size(blocksize)}.fsdiff"
-        log.write_text(dump_ops(small))
+        write_file(log, dump_ops(small))
         [log] = keep_failure(request.node, log)
         calls = "\n".join(f"  {line}" for line in found.log)
         detail = f"\n{found.detail}" if found.detail else ""

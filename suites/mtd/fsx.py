@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.files import write_file
 from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
 from pytest_folio.mtdtests.common import is_writeable
@@ -77,11 +78,11 @@ class MTDFsxSuite(_MTDSuite):
         budget = settings(request.config).shrink_budget(self.mtd_fsx_shrink_seconds)
         if rerun is not None and budget > 0:
             full = path.with_name(path.stem + "-full.mtdops")
-            full.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
+            write_file(full, format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
             failure = shrink(failure, rerun, seconds=budget)
             lines.append(f"{what}: shrunk to {len(failure.ops)} of {whole} operations "
                          f"(the whole run's log: {full}); it fails with: {failure.summary}")
-        path.write_text(format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
+        write_file(path, format_mtdops(failure.ops, dev, f"{what}: {failure.summary}"))
         [path] = keep_failure(request.node, path)
         lines += [f"  {line}" for line in explain(failure, layout)]
         lines += [f"{what}: operation log ({len(failure.ops)} operations): {path}",

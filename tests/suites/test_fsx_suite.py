@@ -9,6 +9,7 @@ import shlex
 
 import pytest
 
+from pytest_folio.files import name_for
 from pytest_folio.fsx.log import FL_KEEP_SIZE, OP_NAMES, read_fsxops
 
 # test_fsx alone, without its aligned, large-file and Hypothesis siblings
@@ -77,7 +78,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
     assert "All 3000 operations completed A-OK!" not in out  # passing output stays quiet
     summary = re.search(r"fsx: READ BAD DATA: .*first bad offset (0x[0-9a-f]+)", out)
     assert summary is not None
-    ops = fsx_dir / "test_user.py_TestBroken_test_fsx.fsxops"
+    ops = fsx_dir / f"{name_for('test_user.py::TestBroken::test_fsx')}.fsxops"
     assert f"fsx: operation log: {ops}" in out
     replay = re.search(r"fsx: replay it: (python -m pytest .*)", out)
     assert replay is not None
@@ -88,7 +89,7 @@ def test_subclass_with_own_fixture_fails_with_replay_command(
     assert re.search(r"fsx: rerun the random run: python -m pytest .*--folio-fsx-ops=3000",
                      out)
     # the passing classes kept their logs too (--folio-fsx-dir records them)
-    assert (fsx_dir / "test_user.py_TestHealthy_test_fsx.fsxops").is_file()
+    assert (fsx_dir / f"{name_for('test_user.py::TestHealthy::test_fsx')}.fsxops").is_file()
 
     # run the printed command: the replay fails the same way, at the same offset
     again = pytester.runpytest(*words[3:], "-rf")
@@ -198,8 +199,9 @@ def test_a_recorded_log_replays_where_its_options_are_and_skips_elsewhere(
     recorded = pytester.runpytest(*module, f"--folio-fsx-dir={pytester.path / 'logs'}",
                                   "--folio-fsx-ops=300")
     recorded.assert_outcomes(passed=4)
-    plain = pytester.path / "logs" / "TestFsx_test_fsx_4K.fsxops"
-    aligned = pytester.path / "logs" / "TestFsx_test_fsx_page_aligned_4K.fsxops"
+    logs = {re.sub(r"-[0-9a-f]{12}\.fsxops$", "", p.name): p
+            for p in (pytester.path / "logs").glob("*.fsxops")}
+    plain, aligned = logs["TestFsx_test_fsx_4K"], logs["TestFsx_test_fsx_page_aligned_4K"]
     # test_fsx's log: the large file's options replay it too; the aligned ones skip
     replay = pytester.runpytest(*module, f"--folio-fsx-replay={plain}")
     replay.assert_outcomes(passed=2, skipped=2)

@@ -142,6 +142,34 @@ def test_plot_writes_a_png(runs: tuple[Path, Path], capsys: pytest.CaptureFixtur
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_plot_replaces_a_planted_symlink_instead_of_writing_through_it(
+        runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "link.png").symlink_to(victim)
+    code, _, _ = compare(capsys, *runs, "--plot", tmp_path / "link.png")
+    assert code == 0 and victim.read_text() == "keep"
+    assert not (tmp_path / "link.png").is_symlink()
+    assert (tmp_path / "link.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("d", "--plot {p}: a directory; name the image file, e.g. {p}/compare.png"),
+    ("t", "--plot {p}: no suffix to say the image format (.png, .svg, .pdf, ...)"),
+])
+def test_plot_to_a_directory_or_without_a_format_is_one_line(
+        runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        name: str, says: str) -> None:
+    (tmp_path / "d").mkdir()
+    before = sorted(tmp_path.iterdir())
+    code, out, err = compare(capsys, *runs, "--plot", tmp_path / name)
+    assert (code, out) == (2, "")
+    assert err == ("python -m pytest_folio compare: error: "
+                   + says.format(p=tmp_path / name) + "\n")
+    assert sorted(tmp_path.iterdir()) == before          # no d.png, no t.png
+
+
 def test_plot_without_matplotlib_says_how_to_get_it(
         runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from pytest_folio.timing.storage import load_run
@@ -15,8 +17,19 @@ ROWS = ["Eraseblock read (128 KiB)", "Eraseblock write (128 KiB)", "Page read (5
 
 
 def run(*args: str | Path, cwd: Path) -> str:
+    """Run a seed script with this interpreter as PYTHON, and a ``python`` and ``python3``
+    first on PATH that lack the plugin, as on a machine where the venv is not activated
+    (the scripts must use PYTHON, never whatever PATH finds)."""
+    bin_dir = cwd / "not-this-python"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("python", "python3"):
+        (bin_dir / name).write_text("#!/bin/sh\necho not the interpreter in PYTHON >&2\n"
+                                    "exit 99\n")
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PYTHON=sys.executable,
+               PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
     proc = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+                          check=False, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
