@@ -20,11 +20,12 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
+from pytest_folio.inputs import excerpt, read_limited
+
 # The directives KTAP names; any other word after "#" is diagnostic data.
 DIRECTIVES = ("SKIP", "TODO", "XFAIL", "TIMEOUT", "ERROR")
 MAX_LOG_BYTES = 64 << 20            # a whole kernel console log fits many times over
 MAX_LINE_CHARS = 4096               # longer lines are cut (a test printing a blob)
-_EXCERPT = 60
 
 _TIMESTAMP = re.compile(r"^\s*\[\s*(\d+\.\d+)\]\s?")          # printk's "[   12.345678] "
 _LOGLEVEL = re.compile(r"^<\d>")                               # "<6>" from /dev/kmsg readers
@@ -70,12 +71,6 @@ class KtapTest:
         yield self
         for sub in self.subtests:
             yield from sub.walk()
-
-
-def excerpt(text: str) -> str:
-    """A short, printable quote of ``text`` for one-line messages."""
-    quoted = repr(text[:_EXCERPT])
-    return quoted + ("..." if len(text) > _EXCERPT else "")
 
 
 @dataclasses.dataclass
@@ -324,23 +319,8 @@ def parse(text: str) -> list[KtapTest]:
 def read(path: str) -> list[KtapTest]:
     """Parse the KTAP log at ``path``: a regular file of at most :data:`MAX_LOG_BYTES`
     (checked before it is read; a FIFO or device is refused, not waited on)."""
-    import os
-    import stat
-
+    data = read_limited(path, KtapError, MAX_LOG_BYTES, "KTAP log")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise KtapError(f"cannot open it: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise KtapError(f"it is {kind}")
-        if st.st_size > MAX_LOG_BYTES:
-            raise KtapError(f"it is {st.st_size} bytes; a KTAP log may have at most "
-                            f"{MAX_LOG_BYTES >> 20} MiB")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_LOG_BYTES + 1)
-    finally:
-        os.close(fd)
-    return parse(data.decode("utf-8", errors="replace"))
+        return parse(data.decode("utf-8", errors="replace"))
+    except KtapError as exc:
+        raise KtapError(f"{path}: {exc}") from None

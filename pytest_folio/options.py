@@ -276,7 +276,7 @@ def _ktap_log(text: str) -> Path:
     try:
         read(text)
     except KtapError as exc:
-        raise ValueError(f"{text}: {exc}") from None
+        raise ValueError(str(exc)) from None
     return Path(text)
 
 

@@ -85,7 +85,7 @@ def test_timestamped_tests_reach_the_timing_table_and_the_saved_run(
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (None, "*--folio-ktap: *missing.ktap: cannot open it: No such file or directory"),
+    (None, "*--folio-ktap: cannot read *missing.ktap: No such file or directory"),
     ("just words\n", "*--folio-ktap: *: no KTAP in it*it starts 'just words'"),
 ])
 def test_a_bad_log_is_a_usage_error_in_one_line(
