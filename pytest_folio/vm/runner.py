@@ -76,11 +76,13 @@ from pytest_folio.vm.qemu import (
     run_guest,
 )
 from pytest_folio.vm.runsettings import read_run_settings
-from pytest_folio.vm.selftests import build_selftests
+from pytest_folio.vm.selftests import build_selftests, selftests_dir
 from pytest_folio.vm.selftests import guest_argv as selftests_guest_argv
 from pytest_folio.vm.source import KernelSource, SourceCache
 from pytest_folio.vm.vmoptions import VMOptions, add_arguments, check_options
 from pytest_folio.vmabi import GUEST_OUT
+
+GUEST_KTAP = f"{GUEST_OUT}/ktap.log"
 
 KVM_BOOT_TIMEOUT = 15.0  # TCG reaches init in about 2 s here; a KVM guest that has not is hung
 
@@ -110,6 +112,7 @@ class VMRun:
         self.loaded: list[str] = []  # "loaded block2mtd built with ...", said at start
         self.carries: list[str] = []  # "kernel R carries ramfs-blocksize.patch", too
         self.source: KernelSource | None = None  # --build-kernel's tree, for module builds
+        self.ktap_log: Path | None = None        # --ktap: where the guest's log is kept
         self.patches = opts.patches  # what is left for modules once a kernel took its own
 
     def progress(self, message: str) -> None:
@@ -239,7 +242,8 @@ class VMRun:
         source = self.source or SourceCache(self.cache.root).fetch(kernel, self.progress,
                                                                    self.opts.suite)
         tests = build_selftests(source, self.opts.ktap, self.cache.root, self.progress)
-        return selftests_guest_argv(sys.executable, tests, f"{GUEST_OUT}/ktap.log", argv)
+        self.ktap_log = selftests_dir(self.cache.root, source) / "last.ktap"
+        return selftests_guest_argv(sys.executable, tests, GUEST_KTAP, argv)
 
     def built_modules(self, kernel: Kernel, modules: list[tuple[str, bytes]],
                       env: dict[str, str]) -> tuple[list[tuple[str, bytes]], Built]:
@@ -321,6 +325,11 @@ class VMRun:
                               f"first: {problems[0].strip()}")
             if self.opts.dmesg is not None:
                 write_file(self.opts.dmesg, dmesg.read_bytes())
+        ktap = out / Path(GUEST_KTAP).name
+        if self.ktap_log is not None and ktap.is_file():
+            write_file(self.ktap_log, ktap.read_bytes())
+            self.progress(f"the selftests' KTAP log: {self.ktap_log} (--folio-ktap reads "
+                          "it again)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -64,11 +64,16 @@ def _directory(tree: Path) -> Path:
     raise VMError(f"{tree} has no tools/testing/selftests/mm (or vm)")
 
 
+def selftests_dir(cache_root: Path, source: KernelSource) -> Path:
+    """Where one kernel's selftests (and the last run's KTAP log) are kept."""
+    return cache_root / "selftests" / f"{source.release}_{source.version}"
+
+
 def build_selftests(source: KernelSource, names: tuple[str, ...], cache_root: Path,
                     progress: Progress, run: Run = run_tool) -> list[Selftest]:
     """``names`` built for ``source``'s kernel (the programs cached under
     ``CACHE/selftests/RELEASE_VERSION``; one that did not build is tried again)."""
-    out = cache_root / "selftests" / f"{source.release}_{source.version}"
+    out = selftests_dir(cache_root, source)
     built = out / "bin"
     if all((built / n).is_file() for n in names):
         progress(f"selftests for {source.release} (cached, {out})")
