@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 from pathlib import Path
 
 import pytest
 
 from pytest_folio.cli import main
+from pytest_folio.errors import CommandError
 from pytest_folio.fsx.log import FsxopsError, parse_fsxops
 from pytest_folio.fsx.oracle import (
     LOG_HEADER,
@@ -24,7 +26,7 @@ from pytest_folio.inputs import MAX_LOG_BYTES, excerpt, printable
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.mtdtests.mtdops import MTDOpsError, parse_mtdops
 from pytest_folio.timing.storage import Record, TimingRun
-from pytest_folio.vm.vmoptions import check_patch, host_memory
+from pytest_folio.vm.vmoptions import check_cache, check_patch, host_memory
 
 pytest_plugins = ["pytester"]
 
@@ -266,3 +268,35 @@ def test_every_directory_of_the_vm_cache_is_checked(tmp_path: Path, how: str,
         bad.symlink_to(elsewhere)
         why = f"{bad}: writable by other users (mode 777)"
     assert _vm_error(["--cache-dir", str(cache)], capsys).startswith(f"cache {cache}: {why}")
+
+
+def test_apts_own_download_directories_in_the_vm_cache_are_trusted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """apt downloads as its system user _apt into partial/ (mode 0700) and auxfiles/: a
+    cache apt has used is still this user's (a refusal here stopped every VM run after
+    the first); the same owner outside apt's state is refused."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a directory to _apt needs root")
+    try:
+        apt_uid = pwd.getpwnam("_apt").pw_uid
+    except KeyError:
+        pytest.skip("this machine has no _apt user")
+    cache = tmp_path / "cache"
+    partial = cache / "apt" / "trixie" / "state" / "lists" / "partial"
+    partial.mkdir(parents=True)
+    for directory in (cache, *partial.parents):
+        if directory.is_relative_to(cache):
+            directory.chmod(0o755)
+    partial.chmod(0o700)
+    os.chown(partial, apt_uid, -1)
+    auxfiles = partial.parent / "auxfiles"
+    auxfiles.mkdir(mode=0o755)
+    auxfiles.chmod(0o755)
+    os.chown(auxfiles, apt_uid, -1)
+    check_cache(cache)                                  # accepted
+    imposter = cache / "kernels" / "partial"            # outside apt's state
+    imposter.mkdir(parents=True, mode=0o755)
+    imposter.chmod(0o755)
+    os.chown(imposter, apt_uid, -1)
+    with pytest.raises(CommandError, match=f"owned by uid {apt_uid}"):
+        check_cache(cache)

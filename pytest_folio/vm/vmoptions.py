@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import math
 import os
+import pwd
 import re
 import stat
 from pathlib import Path
@@ -188,9 +189,22 @@ def check_cache(cache: Path) -> None:
             _check_trusted(cache, path, info)
 
 
+def _apt_download_area(cache: Path, path: Path, info: os.stat_result) -> bool:
+    """apt's own directories in the cache's apt state (``apt/SUITE/.../partial``,
+    ``auxfiles``): apt makes them for its system user ``_apt``, downloads into them as
+    that user and checks every file's hash before it moves it out, so that owner is
+    apt's, not another user's (still: none of them writable by others)."""
+    if not path.is_relative_to(cache / "apt") or info.st_mode & 0o022:
+        return False
+    try:
+        return info.st_uid == pwd.getpwnam("_apt").pw_uid
+    except KeyError:
+        return False
+
+
 def _check_trusted(cache: Path, path: Path, info: os.stat_result) -> None:
     where = "" if path == cache else f"{path}: "
-    if info.st_uid != os.geteuid():
+    if info.st_uid != os.geteuid() and not _apt_download_area(cache, path, info):
         raise CommandError(f"cache {cache}: {where}owned by uid {info.st_uid}, not this "
                            f"user ({os.geteuid()}); what it holds would run as you: use a "
                            "cache of your own (--cache-dir or PYTEST_FOLIO_CACHE)")
