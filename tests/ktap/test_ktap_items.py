@@ -5,6 +5,7 @@ reason in the skip summary and its duration in the timing table."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,25 @@ def test_every_recorded_test_is_an_item_with_its_outcome(
     if not workers:
         result.stdout.fnmatch_lines([f"collected {sum(expected_outcomes(RUNNER).values())} "
                                      "items"])
+
+
+def test_a_guests_log_gives_the_items_the_guest_reported(pytester: pytest.Pytester,
+                                                         tmp_path: Path) -> None:
+    """The log vm --ktap kept: the same outcomes as the tests' own totals, and one timed
+    row per selftest program in the saved run."""
+    guest = DATA / "mm-guest-6.12.ktap"
+    totals = [re.search(r"pass:(\d+) fail:(\d+) .*skip:(\d+)", line)
+              for line in guest.read_text().splitlines() if "# Totals:" in line]
+    passed, failed, skipped = (sum(int(m.group(i)) for m in totals if m) for i in (1, 2, 3))
+    saved = tmp_path / "guest.json"
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider",
+                                f"--folio-ktap={guest}", f"--folio-save={saved}")
+    result.assert_outcomes(passed=passed, failed=failed, skipped=skipped)
+    rows = json.loads(saved.read_text())["measurements"]
+    assert sorted(r["name"] for r in rows) == [
+        f"selftests: mm: {name}" for name in ("cow", "gup_longterm", "madv_populate",
+                                              "mkdirty")]
+    assert all(r["samples"][0] > 0 for r in rows)
 
 
 def test_a_failure_shows_the_result_line_problems_and_diagnostics(
