@@ -267,22 +267,3 @@ def test_plot_gives_fourteen_items_fourteen_styles(tmp_path: Path, make_run: Run
                            "--plot", tmp_path / "p.png")
     assert (code, err) == (0, "")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
-
-
-def test_renamed_modules_and_renderers_still_work_with_a_warning() -> None:
-    import importlib
-
-    from pytest_folio.timing import columns, table
-    for old, new in (("machine", "hostinfo"), ("stats", "statistics")):
-        sys.modules.pop(f"pytest_folio.timing.{old}", None)
-        with pytest.deprecated_call(match=f"renamed pytest_folio.timing.{new}"):
-            module = importlib.import_module(f"pytest_folio.timing.{old}")
-        assert all(getattr(module, n) is getattr(importlib.import_module(
-            f"pytest_folio.timing.{new}"), n) for n in module.__all__)
-    with pytest.deprecated_call(match="now pytest_folio.timing.table.grid"):
-        assert columns.grid is table.grid
-    with pytest.deprecated_call(match="now pytest_folio.timing.table.render"):
-        render = columns.render
-    run = TimingRun(records=[Record(suite="s", name="n", unit="ms", samples=[1.0])])
-    t = columns.build(columns.one_run_columns("r", run))
-    assert render(t, "grid", seed_grid=False) == table.render(t, "grid")
