@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_folio.measurement import Measurement
+from pytest_folio.textwidth import wrap
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import autosave, check_storage, resolve
 from pytest_folio.timing.compare import Comparison, Row, compare_runs
@@ -90,7 +91,7 @@ class TimingCollector:
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
         self.gate_error = ""                # --folio-compare-fail could not judge the run
-        self.untested: list[str] = []
+        self.undecided: list[str] = []      # beyond the limit, but the gate cannot tell
         self.doubts: list[str] = []
         self.notes: list[str] = []          # what was saved where, or why not
         self.save_failed = False
@@ -244,21 +245,32 @@ class TimingCollector:
             self.doubts = meta.doubts([(str(self.base_path), self.base), ("this run", run)])
             limit = self.options.compare_fail
             if limit is not None:
-                self.regressions = [
-                    f"{_title(r)}: {r.regression_pct:+.1f}% worse (limit {limit:g}%, "
-                    f"p={r.test.p_value:.3g})"
-                    for r in self.comparison.rows if r.regressed(limit)]
-                self.untested = [
-                    f"{_title(r)}: {r.regression_pct:+.1f}% worse, but "
-                    f"{len(r.base)} against {len(r.patched)} samples cannot be told from "
-                    "noise (not failing; time more passes)"
-                    for r in self.comparison.rows if r.untested_beyond(limit)]
+                self._judge(self.comparison, limit)
                 if not any(r.base and r.patched for r in self.comparison.rows):
                     self.gate_error = (f"nothing to compare: no item of {self.base_path} "
                                        "was measured in this run")
                 if ((self.regressions or self.gate_error)
                         and session.exitstatus == pytest.ExitCode.OK):
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _judge(self, comparison: Comparison, limit: float) -> None:
+        """The regression gate: one line per item beyond ``limit`` percent, a regression
+        or undecided with the reason (statistics.gate), and one line counting the items
+        whose own noise is larger than the limit, where even a pass says little."""
+        rows = [r for r in comparison.rows if r.base and r.patched]
+        quiet_noisy = 0             # within the limit, but noisier than it
+        for r in rows:
+            verdict = r.verdict(limit)
+            what = f"{_title(r)}: {r.regression_pct:+.1f}% worse (limit {limit:g}%"
+            if verdict.outcome == "regressed":
+                self.regressions.append(f"{what}, {verdict.reason})")
+            elif verdict.outcome == "undecided" and r.regression_pct > limit:
+                self.undecided.append(f"{what}), not failing: {verdict.reason}")
+            elif verdict.outcome == "undecided":
+                quiet_noisy += 1
+        if quiet_noisy:
+            self.undecided.append(f"{quiet_noisy} of {len(rows)} items within the limit are "
+                                  f"noisier than {limit:g}%: their pass says little")
 
     def _table(self, run: TimingRun) -> str:
         figures = self.options.figures
@@ -288,13 +300,13 @@ class TimingCollector:
             elif verbosity < -1:
                 items = len({(r.suite, r.name) for r in run.records})
                 tr.write_line(f"folio: {len(run.records)} measurements of {items} items")
-        for line in self.notes:
-            tr.write_line(f"folio: {line}", red=self.save_failed and "could not" in line)
-        for line in self.doubts:
-            tr.write_line(f"folio: warning: {line}", yellow=True)
-        for line in self.regressions:
-            tr.write_line(f"folio: regression: {line}", red=True)
+        lines = [(f"folio: {line}", {"red": self.save_failed and "could not" in line})
+                 for line in self.notes]
+        lines += [(f"folio: warning: {line}", {"yellow": True}) for line in self.doubts]
+        lines += [(f"folio: regression: {line}", {"red": True}) for line in self.regressions]
         if self.gate_error:
-            tr.write_line(f"folio: regression gate: {self.gate_error}", red=True)
-        for line in self.untested:
-            tr.write_line(f"folio: untested: {line}", yellow=True)
+            lines.append((f"folio: regression gate: {self.gate_error}", {"red": True}))
+        lines += [(f"folio: undecided: {line}", {"yellow": True}) for line in self.undecided]
+        for text, markup in lines:
+            for part in wrap(text):
+                tr.write_line(part, **markup)

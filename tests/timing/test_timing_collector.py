@@ -250,5 +250,5 @@ def test_untestable_regression_warns_but_does_not_fail(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "| single                       |       |     10.00 |        15.00 |  +50.0% |",
-        "folio: untested: single: +50.0% worse, but 1 against 1 samples cannot be told "
-        "from noise (not failing; time more passes)"])
+        "folio: undecided: single: +50.0% worse (limit 10%), not failing: 1 against 1",
+        "    samples; the gate needs 5 a side (time more passes)"])
