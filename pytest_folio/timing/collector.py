@@ -62,6 +62,16 @@ class TimingOptions:
         return self.sources.get(option, option)
 
 
+def shown(path: Path | None) -> str:
+    """A path as lines print it: relative to the working directory when under it."""
+    if path is None:
+        return ""
+    try:
+        return str(path.relative_to(Path.cwd())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)
+
+
 def interrupted_path(path: Path) -> Path:
     """Where an interrupted run goes instead of ``path``: beside it, never over it."""
     return path.with_name(f"{path.stem}.interrupted{path.suffix or '.json'}")
@@ -121,19 +131,25 @@ class TimingCollector:
         if options.measures_machine:
             self.machine = machine_facts(xdist_worker_count(config))
 
+    @property
+    def base_name(self) -> str:
+        """How short lines name the base run: its file name (the header gives the path)."""
+        return self.base_path.name if self.base_path is not None else ""
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if self.is_worker or not self.options.measures_machine:
             return []
         o = self.options
-        parts = [f"memcpy {self.machine.get('memcpy_gbps')} GB/s"]
+        lines = [f"folio timing: memcpy {self.machine.get('memcpy_gbps')} GB/s"]
         if o.save is not None:
-            parts.append(f"saving to {o.save}")
+            lines.append(f"folio timing: saving to {o.save}")
         if o.autosave:
-            parts.append(f"autosaving under {o.storage}")
+            lines.append(f"folio timing: autosaving under {shown(o.storage)}")
         if self.base is not None:
-            parts.append(f"comparing against {self.base_path} ({len(self.base.records)} "
-                         f"measurements, {meta.describe(self.base)})")
-        return ["folio timing: " + "; ".join(parts)]
+            lines.append(f"folio timing: comparing against {shown(self.base_path)}")
+            lines.append(f"    ({len(self.base.records)} measurements, "
+                         f"{meta.describe(self.base)})")
+        return [part for line in lines for part in wrap(line, indent="    ")]
 
     # -- where the tests run ------------------------------------------------------------
 
@@ -210,7 +226,8 @@ class TimingCollector:
                 where = o.storage
                 if run.complete:
                     path = autosave(run, o.storage)
-                    self.notes.append(f"saved {len(run.records)} measurements to {path}")
+                    self.notes.append(f"saved {len(run.records)} measurements to "
+                                      f"{shown(path)}")
                 else:
                     self.notes.append("the run was interrupted: not autosaved")
         except OSError as exc:          # disk full, directory gone: say so, fail
@@ -242,7 +259,7 @@ class TimingCollector:
         self._save(run, session)
         if self.base is not None:
             self.comparison = compare_runs(self.base, run)
-            self.doubts = meta.doubts([(str(self.base_path), self.base), ("this run", run)])
+            self.doubts = meta.doubts([(self.base_name, self.base), ("this run", run)])
             limit = self.options.compare_fail
             if limit is not None:
                 self._judge(self.comparison, limit)
@@ -292,7 +309,7 @@ class TimingCollector:
             if verbosity >= -1 and text:
                 if verbosity >= 0:
                     title = ("folio timings" if self.base is None else
-                             f"folio timings: {self.base_path} (base) against this run")
+                             f"folio timings: {self.base_name} (base) against this run")
                     tr.write_sep("-", title)
                 tr.write(text)
             elif self.comparison is not None and not self.comparison.rows:

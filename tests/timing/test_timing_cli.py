@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -221,34 +222,55 @@ def test_one_run_of_one_target_is_refused_in_one_line(
     assert "1 targets; one run compares when it holds two" in err
 
 
-def test_list_prints_one_line_per_saved_run(tmp_path: Path, make_run: RunFactory,
-                                            capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_tells_runs_apart_by_target_kernel_and_git(
+        tmp_path: Path, make_run: RunFactory, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_folio.timing.autosave import autosave
 
     monkeypatch.chdir(tmp_path)
     assert main(["list"]) == 0
     assert capsys.readouterr().out == "no saved runs in .folio (save one with --folio-autosave)\n"
     storage = tmp_path / ".folio"
-    run = make_run([("Write", "4K", [1.0, 2.0]), ("Write", "16K", [1.0]), ("Read", "4K", [1.0])])
-    run.created = "2026-11-29T21:30:25+00:00"
-    run.meta = {"git": {"commit": "1a2b3c4d5e6f", "dirty": True}}
-    autosave(run, storage)
+    saved = []
+    for kernel in ("6.8.0-45-generic", "6.9.0-folio+"):    # base and patched kernels
+        run = make_run([("Write", "4K", [1.0, 2.0]), ("Write", "16K", [1.0]),
+                        ("Read", "4K", [1.0])])
+        run.created = "2026-11-29T21:30:25+00:00"
+        run.meta = {"git": {"commit": "1a2b3c4d5e6f", "dirty": True}}
+        run.machine = {"kernel": f"Linux {kernel}"}
+        for r in run.records:
+            r.target = "/dev/mtd0"
+        saved.append(autosave(run, storage).name)
+    assert saved == ["0001_1a2b3c4d-dirty-dev-mtd0-6.8.0-45-generic.json",
+                     "0002_1a2b3c4d-dirty-dev-mtd0-6.9.0-folio+.json"]
     partial = make_run([("Write", "4K", [1.0])])
     partial.complete, partial.created = False, "2026-11-30T08:00:00+00:00"
     save_run(partial, storage / "base.json")
     (storage / "zz.json").write_text("{")
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split() for line in lines] == [
-        ["#", "name", "created", "items", "git", "state"],
-        ["1", "1a2b3c4d-dirty", "2026-11-29", "21:30", "2", "items,", "3", "measurements",
-         "1a2b3c4d+dirty", "complete"],
-        [".folio/base.json", "2026-11-30", "08:00", "1", "items,", "1", "measurements", "-",
-         "partial"],
-        [".folio/zz.json", "unreadable:", ".folio/zz.json:", "truncated", "or", "corrupt",
-         "timing", "file", "(invalid", "JSON", "at", "line", "1,", "column", "2)"]]
-    assert lines[0].index("created") == lines[1].index("2026") == lines[2].index("2026")
+    assert capsys.readouterr().out.splitlines() == [
+        "1  1a2b3c4d-dirty-dev-mtd0-6.8.0-45-generic",
+        "   2026-11-29 21:30, 2 items (3 measurements), complete",
+        "   target /dev/mtd0; kernel 6.8.0-45-generic; git 1a2b3c4d5e6f+dirty",
+        "2  1a2b3c4d-dirty-dev-mtd0-6.9.0-folio+",
+        "   2026-11-29 21:30, 2 items (3 measurements), complete",
+        "   target /dev/mtd0; kernel 6.9.0-folio+; git 1a2b3c4d5e6f+dirty",
+        "-  .folio/base.json",
+        "   2026-11-30 08:00, 1 item (1 measurements), partial",
+        "   target none; kernel unknown; git none",
+        "-  .folio/zz.json",
+        "   unreadable: .folio/zz.json: truncated or corrupt timing file (invalid JSON at",
+        "     line 1, column 2)"]
+
+
+def test_runs_outside_git_are_named_by_time_and_target(make_run: RunFactory) -> None:
+    from pytest_folio.timing.autosave import run_name
+
+    run = make_run([("Write", "4K", [1.0])])
+    run.records[0].target = "reference:api=page"
+    run.machine = {"kernel": "Linux 6.8.0"}
+    name = run_name(run)
+    assert re.fullmatch(r"\d{8}T\d{6}-reference-api-page", name), name   # no kernel: model
 
 
 def test_plot_gives_fourteen_items_fourteen_styles(tmp_path: Path, make_run: RunFactory,

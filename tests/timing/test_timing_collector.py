@@ -130,8 +130,9 @@ def test_compare_prints_grid_and_fails_only_on_significant_regression(
     ok = suite.runpytest("--folio-orders=0", "--folio-compare=base.json",
                          "--folio-compare-fail=5")
     assert ok.ret == pytest.ExitCode.OK
-    ok.stdout.fnmatch_lines(["folio timing: memcpy * GB/s; comparing against base.json "
-                             "(13 measurements, 20*, host *)"])
+    ok.stdout.fnmatch_lines(["folio timing: memcpy * GB/s",
+                             "folio timing: comparing against base.json",
+                             "    (13 measurements, 20*; host *"])
     ok.stdout.re_match_lines([
         r".*folio timings: base.json \(base\) against this run.*",
         r"\| Test {25}\| Params +\| +Base \| +Patched \| +Change \|",
