@@ -14,6 +14,7 @@ import pytest
 
 from pytest_folio import hookspecs, progress
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fixtures.failures import failures_root
 from pytest_folio.fixtures.timing import register_collector
 from pytest_folio.options import (
     add_options,
@@ -27,6 +28,7 @@ from pytest_folio.params import MTDParam, default_erasesizes
 from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.skips import SkipSummary
+from pytest_folio.stale import StaleFailures
 from pytest_folio.targets.fs import fs_oracle_header
 from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.textwidth import wrap
@@ -77,6 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
     if not hasattr(config, "workerinput"):     # the controller sees every report
         config.pluginmanager.register(SkipSummary(), "pytest_folio.skips")
+        failures = failures_root(config)
+        if failures is not None:
+            config.pluginmanager.register(
+                StaleFailures(failures, str(settings(config).failures)),
+                "pytest_folio.stale")
     if settings(config).timeout:
         config.pluginmanager.register(FolioTimeout(settings(config).timeout),
                                       "pytest_folio.timeout")
