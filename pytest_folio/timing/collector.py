@@ -101,7 +101,7 @@ class TimingCollector:
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
         self.gate_error = ""                # --folio-compare-fail could not judge the run
-        self.undecided: list[str] = []      # beyond the limit, but the gate cannot tell
+        self.undecided: list[str] = []      # what the gate could not judge, and why
         self.doubts: list[str] = []
         self.notes: list[str] = []          # what was saved where, or why not
         self.save_failed = False
