@@ -25,6 +25,7 @@ from pytest_folio.timing.storage import TimingFileError, TimingRun, save_new
 
 STORAGE = ".folio"
 MODEL_TARGET = "reference"      # the model's targets: no kernel in their timings
+MAX_NAME = 100                  # a run of many targets keeps a file name of sane length
 _NUMBERED = re.compile(r"^(\d{4,})_(.*)\.json$")
 
 
@@ -55,7 +56,7 @@ def run_name(run: TimingRun) -> str:
     parts += [_slug(t) for t in targets]
     if any(not t.startswith(MODEL_TARGET) for t in targets):
         parts.append(_slug(kernel_release(run)))
-    return "-".join(p for p in parts if p)
+    return "-".join(p for p in parts if p)[:MAX_NAME].rstrip("-")
 
 
 def check_storage(directory: Path) -> None:

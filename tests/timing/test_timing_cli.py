@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -275,6 +276,10 @@ def test_runs_outside_git_are_named_by_time_and_target(make_run: RunFactory) -> 
     run.machine = {"kernel": "Linux 6.8.0"}
     name = run_name(run)
     assert re.fullmatch(r"\d{8}T\d{6}-reference-api-page", name), name   # no kernel: model
+    run.records = [dataclasses.replace(run.records[0], target=f"/srv/fs{i}")
+                   for i in range(10)]          # ten real directories: names stay short
+    many = run_name(run)
+    assert len(many) <= 100 and many.split("-")[1:3] == ["srv", "fs0"], many
 
 
 def test_plot_gives_fourteen_items_fourteen_styles(tmp_path: Path, make_run: RunFactory,
