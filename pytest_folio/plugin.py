@@ -15,6 +15,7 @@ import pytest
 
 from pytest_folio import hookspecs, progress, suites
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.fixtures.failures import failures_root
 from pytest_folio.fixtures.timing import register_collector
 from pytest_folio.ktap_items import collect_log, locate_skip
 from pytest_folio.options import (
@@ -29,8 +30,10 @@ from pytest_folio.params import MTDParam, default_erasesizes
 from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.skips import SkipSummary
+from pytest_folio.stale import StaleFailures
 from pytest_folio.targets.fs import fs_oracle_header
 from pytest_folio.targets.mtd import oracle_label
+from pytest_folio.textwidth import wrap
 from pytest_folio.timeout import FolioTimeout
 from pytest_folio.timing.collector import CONTROLLER_HOST
 
@@ -78,6 +81,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
     if not hasattr(config, "workerinput"):     # the controller sees every report
         config.pluginmanager.register(SkipSummary(), "pytest_folio.skips")
+        failures = failures_root(config)
+        if failures is not None:
+            config.pluginmanager.register(
+                StaleFailures(failures, str(settings(config).failures)),
+                "pytest_folio.stale")
     if settings(config).timeout:
         config.pluginmanager.register(FolioTimeout(settings(config).timeout),
                                       "pytest_folio.timeout")
@@ -137,19 +145,27 @@ def pytest_runtest_makereport(item: pytest.Item,
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The run's settings, seed, targets' missing calls and oracles, in lines of at most
+    80 columns (a factory's missing calls one a line)."""
     s = settings(config)
-    return [
-        "folio: orders {} ({}), block sizes {}, mtd {}, fs {}, seed {} (rerun: "
-        "--folio-seed={})".format(
+    lines = [
+        "folio: orders {} ({}), block sizes {}, mtd {}, fs {}".format(
             ",".join(map(str, s.orders)),
             ",".join(format_size(PAGE_SIZE << o) for o in s.orders),
-            ",".join(format_size(b) for b in s.block_sizes),
-            s.mtd, s.fs, s.seed, s.seed),
-        *(f"folio: {line} (python -m pytest_folio check SPEC: what each unlocks)"
-          for line in session(config).header),
-        fs_oracle_header(session(config).fs_oracle),
-        f"folio: mtd oracle {oracle_label(session(config).mtd_oracle)}",
+            ",".join(format_size(b) for b in s.block_sizes), s.mtd, s.fs),
+        f"folio: seed {s.seed} (rerun: --folio-seed={s.seed})",
     ]
+    header = session(config).header
+    for line in header:
+        lead, lacks, missing = line.partition(" lacks ")
+        lines += ([f"folio: {lead} lacks:", *(f"    {m}" for m in missing.split("; "))]
+                  if lacks else [f"folio: {line}"])
+    if header:
+        lines.append("folio: what each call unlocks: python -m pytest_folio check SPEC")
+    lines += [fs_oracle_header(session(config).fs_oracle),
+              f"folio: mtd oracle {oracle_label(session(config).mtd_oracle)}"]
+    return [part for line in lines
+            for part in wrap(line, indent=" " * (len(line) - len(line.lstrip()) + 4))]
 
 
 def _marker_values(metafunc: pytest.Metafunc, name: str, parse: Callable[[object], int],

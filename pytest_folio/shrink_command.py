@@ -65,7 +65,14 @@ T = TypeVar("T")
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "shrink", help="delta-debug a failing .fsxops or .mtdops log against a target",
-        description=__doc__.split("\n\n")[1] if __doc__ else None)
+        description="LOG is a failing .fsxops (ours, or one recorded by xfstests' fsx with "
+                    "--record-ops) replayed against --folio-fs, or a failing .mtdops "
+                    "replayed against --folio-mtd. Each candidate runs on a fresh file "
+                    "system or device from the target, as a test's replay does; operations "
+                    "are dropped while the replay still fails the same way (the same fsx "
+                    "exit status; for fsx for flash, any check), and the shortest log is "
+                    "written beside LOG as NAME.min.fsxops or NAME.min.mtdops (or to -o "
+                    "FILE), ready for --folio-fsx-replay or --folio-mtd-replay.")
     parser.add_argument("log", type=Path, help="the failing .fsxops or .mtdops file")
     parser.add_argument("--folio-fs", default="reference",
                         help="the file system an .fsxops log replays on (default reference)")

@@ -1,6 +1,8 @@
-"""The run's skips, one line per reason at the end: ``106 skipped`` alone explains
+"""The run's skips, one entry per reason at the end: ``106 skipped`` alone explains
 nothing, and ``-rs`` lists every test. Reasons that differ only in numbers, sizes and
-names (``16K is not ...``, ``64K is not ...``) are one family, counted together."""
+names (``16K is not ...``, ``64K is not ...``) are one family, counted together. Every
+family is listed (a reason hidden behind "8 other reasons" is one the user cannot act
+on), each wrapped to 80 columns."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from collections import Counter
 
 import pytest
 
+from pytest_folio.textwidth import wrap
+
 _VARIABLE = re.compile(r"0x[0-9a-fA-F]+|\b\d+(\.\d+)?[KMGkmg]?i?B?\b|'[^']*'|\"[^\"]*\"|"
                        r"(?<![\w.])/[\w./-]+")
-SHOWN = 12
 
 
 def family(reason: str) -> str:
@@ -36,9 +39,6 @@ class SkipSummary:
             return
         total = sum(self.families.values())
         terminalreporter.write_sep("-", f"folio: {total} skipped, by reason (-rs: each test)")
-        for reason, count in self.families.most_common(SHOWN):
-            terminalreporter.write_line(f"{count:5}  {reason}")
-        rest = self.families.most_common()[SHOWN:]
-        if rest:
-            terminalreporter.write_line(f"{sum(c for _, c in rest):5}  ({len(rest)} other "
-                                        "reasons)")
+        for reason, count in self.families.most_common():
+            for line in wrap(f"{count:5}  {reason}", indent=" " * 9):
+                terminalreporter.write_line(line)

@@ -80,5 +80,6 @@ def test_the_header_says_what_a_factorys_target_lacks(pytester: pytest.Pytester)
                                 "--folio-orders=0")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "folio: mtd tests.helpers.mtd_devices:RamMTD lacks reopen() (fsx for flash never "
-        "reopens the device); power_cut() (*"])
+        "folio: mtd tests.helpers.mtd_devices:RamMTD lacks:",
+        "    reopen() (fsx for flash never reopens the device)",
+        "    power_cut() (*"])

@@ -282,3 +282,20 @@ def test_a_marker_of_the_wrong_shape_is_one_line_naming_the_marker(
     result.stdout.fnmatch_lines([f"*test_a_marker_of_the_wrong_shape*.py::test_marked: "
                                  f"{message}"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_header_fits_80_columns(pytester: pytest.Pytester) -> None:
+    """The header's lines (settings, seed, a factory target's missing calls one a line,
+    the oracles) are each at most 80 columns; the capability line was 487."""
+    pytester.makepyfile(test_x="def test_x(mtd_device):\n    pass\n")
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider",
+                                "--folio-mtd=tests.helpers.mtd_devices:RamMTD",
+                                "--folio-orders=0,2,4")
+    result.assert_outcomes(passed=3)
+    header = [line for line in result.outlines[:result.outlines.index("collected 3 items")]
+              if line.startswith(("folio:", "    "))]
+    assert len(header) > 6, header
+    assert max(map(len, header)) <= 80, header
+    result.stdout.fnmatch_lines(["folio: seed * (rerun: --folio-seed=*)",
+                                 "folio: mtd tests.helpers.mtd_devices:RamMTD lacks:",
+                                 "    reopen() (fsx for flash never reopens the device)"])

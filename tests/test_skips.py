@@ -40,3 +40,35 @@ def test_the_summary_also_comes_under_xdist(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, skipped=4)
     assert result.stdout.str().count("folio: 4 skipped, by reason") == 1
+
+
+def test_every_reason_is_listed_and_no_line_is_wider_than_80(
+        pytester: pytest.Pytester) -> None:
+    """Twenty distinct reasons: none hidden behind an "other reasons" line, and a long
+    reason wraps onto indented lines."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
+             "quebec", "romeo", "sierra", "tango"]
+    long_reason = "the target offers no way to " + " and ".join(words[:12])
+    pytester.makepyfile(test_many=f"""
+        import pytest
+
+        @pytest.mark.parametrize("word", {words!r})
+        def test_skip(word):
+            pytest.skip(f"needs {{word}} support")
+
+        def test_long():
+            pytest.skip({long_reason!r})
+    """)
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=21)
+    out = result.stdout.str()
+    summary = out[out.index("folio: 21 skipped"):].splitlines()[1:]
+    assert not any("other reasons" in line for line in summary)
+    for word in words:
+        assert f"    1  needs {word} support" in summary
+    assert max(map(len, summary)) <= 80
+    start = summary.index(next(line for line in summary if "no way to" in line))
+    wrapped = " ".join(line.strip() for line in summary[start:start + 3])
+    assert wrapped.startswith(f"1  {long_reason}")
+    assert summary[start + 1].startswith(" " * 9)

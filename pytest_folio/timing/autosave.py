@@ -1,7 +1,10 @@
 """Numbered runs under ``.folio/`` (``--folio-autosave``), in pytest-benchmark's spirit.
 
 Each run is ``.folio/NNNN_NAME.json``: the next free number and a name from the code's
-git commit (``-dirty`` with uncommitted changes) or the time. ``show`` and ``compare`` (and
+git commit (``-dirty`` with uncommitted changes), or the time outside git, followed by
+what was measured: the target, and the kernel's release when a target is a real device
+or directory (whose speed is the kernel's). Base and patched runs of one commit on two
+kernels get two names. ``show`` and ``compare`` (and
 ``--folio-compare``) take a file, a run number (``3``) or a name (``1a2b3c4d-dirty``).
 Two runs saving at once never take the same number: the number is chosen and claimed
 (by a hard link, which fails when the name exists) under an exclusive lock on the
@@ -17,9 +20,12 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_folio.timing.meta import kernel_release, run_targets
 from pytest_folio.timing.storage import TimingFileError, TimingRun, save_new
 
 STORAGE = ".folio"
+MODEL_TARGET = "reference"      # the model's targets: no kernel in their timings
+MAX_NAME = 100                  # a run of many targets keeps a file name of sane length
 _NUMBERED = re.compile(r"^(\d{4,})_(.*)\.json$")
 
 
@@ -35,11 +41,22 @@ def saved_runs(directory: Path) -> list[tuple[int, str, Path]]:
     return sorted(found)
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+]+", "-", text).strip("-")[:32]
+
+
 def run_name(run: TimingRun) -> str:
+    """``1a2b3c4d-dirty-reference-api-page``, ``20261203T182000-dev-mtd0-6.8.0-45-generic``."""
     git = run.meta.get("git") or {}
     if git.get("commit"):
-        return str(git["commit"])[:8] + ("-dirty" if git.get("dirty") else "")
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        parts = [str(git["commit"])[:8] + ("-dirty" if git.get("dirty") else "")]
+    else:
+        parts = [datetime.now(UTC).strftime("%Y%m%dT%H%M%S")]
+    targets = run_targets(run)
+    parts += [_slug(t) for t in targets]
+    if any(not t.startswith(MODEL_TARGET) for t in targets):
+        parts.append(_slug(kernel_release(run)))
+    return "-".join(p for p in parts if p)[:MAX_NAME].rstrip("-")
 
 
 def check_storage(directory: Path) -> None:

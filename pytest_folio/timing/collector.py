@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_folio.measurement import Measurement
+from pytest_folio.textwidth import wrap
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import autosave, check_storage, resolve
 from pytest_folio.timing.compare import Comparison, Row, compare_runs
@@ -61,6 +62,16 @@ class TimingOptions:
         return self.sources.get(option, option)
 
 
+def shown(path: Path | None) -> str:
+    """A path as lines print it: relative to the working directory when under it."""
+    if path is None:
+        return ""
+    try:
+        return str(path.relative_to(Path.cwd())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)
+
+
 def interrupted_path(path: Path) -> Path:
     """Where an interrupted run goes instead of ``path``: beside it, never over it."""
     return path.with_name(f"{path.stem}.interrupted{path.suffix or '.json'}")
@@ -90,7 +101,7 @@ class TimingCollector:
         self.comparison: Comparison | None = None
         self.regressions: list[str] = []
         self.gate_error = ""                # --folio-compare-fail could not judge the run
-        self.untested: list[str] = []
+        self.undecided: list[str] = []      # what the gate could not judge, and why
         self.doubts: list[str] = []
         self.notes: list[str] = []          # what was saved where, or why not
         self.save_failed = False
@@ -120,19 +131,25 @@ class TimingCollector:
         if options.measures_machine:
             self.machine = machine_facts(xdist_worker_count(config))
 
+    @property
+    def base_name(self) -> str:
+        """How short lines name the base run: its file name (the header gives the path)."""
+        return self.base_path.name if self.base_path is not None else ""
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if self.is_worker or not self.options.measures_machine:
             return []
         o = self.options
-        parts = [f"memcpy {self.machine.get('memcpy_gbps')} GB/s"]
+        lines = [f"folio timing: memcpy {self.machine.get('memcpy_gbps')} GB/s"]
         if o.save is not None:
-            parts.append(f"saving to {o.save}")
+            lines.append(f"folio timing: saving to {o.save}")
         if o.autosave:
-            parts.append(f"autosaving under {o.storage}")
+            lines.append(f"folio timing: autosaving under {shown(o.storage)}")
         if self.base is not None:
-            parts.append(f"comparing against {self.base_path} ({len(self.base.records)} "
-                         f"measurements, {meta.describe(self.base)})")
-        return ["folio timing: " + "; ".join(parts)]
+            lines.append(f"folio timing: comparing against {shown(self.base_path)}")
+            lines.append(f"    ({len(self.base.records)} measurements, "
+                         f"{meta.describe(self.base)})")
+        return [part for line in lines for part in wrap(line, indent="    ")]
 
     # -- where the tests run ------------------------------------------------------------
 
@@ -209,7 +226,8 @@ class TimingCollector:
                 where = o.storage
                 if run.complete:
                     path = autosave(run, o.storage)
-                    self.notes.append(f"saved {len(run.records)} measurements to {path}")
+                    self.notes.append(f"saved {len(run.records)} measurements to "
+                                      f"{shown(path)}")
                 else:
                     self.notes.append("the run was interrupted: not autosaved")
         except OSError as exc:          # disk full, directory gone: say so, fail
@@ -241,24 +259,35 @@ class TimingCollector:
         self._save(run, session)
         if self.base is not None:
             self.comparison = compare_runs(self.base, run)
-            self.doubts = meta.doubts([(str(self.base_path), self.base), ("this run", run)])
+            self.doubts = meta.doubts([(self.base_name, self.base), ("this run", run)])
             limit = self.options.compare_fail
             if limit is not None:
-                self.regressions = [
-                    f"{_title(r)}: {r.regression_pct:+.1f}% worse (limit {limit:g}%, "
-                    f"p={r.test.p_value:.3g})"
-                    for r in self.comparison.rows if r.regressed(limit)]
-                self.untested = [
-                    f"{_title(r)}: {r.regression_pct:+.1f}% worse, but "
-                    f"{len(r.base)} against {len(r.patched)} samples cannot be told from "
-                    "noise (not failing; time more passes)"
-                    for r in self.comparison.rows if r.untested_beyond(limit)]
+                self._judge(self.comparison, limit)
                 if not any(r.base and r.patched for r in self.comparison.rows):
                     self.gate_error = (f"nothing to compare: no item of {self.base_path} "
                                        "was measured in this run")
                 if ((self.regressions or self.gate_error)
                         and session.exitstatus == pytest.ExitCode.OK):
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _judge(self, comparison: Comparison, limit: float) -> None:
+        """The regression gate: one line per item beyond ``limit`` percent, a regression
+        or undecided with the reason (statistics.gate), and one line counting the items
+        whose own noise is larger than the limit, where even a pass says little."""
+        rows = [r for r in comparison.rows if r.base and r.patched]
+        quiet_noisy = 0             # within the limit, but noisier than it
+        for r in rows:
+            verdict = r.verdict(limit)
+            what = f"{_title(r)}: {r.regression_pct:+.1f}% worse (limit {limit:g}%"
+            if verdict.outcome == "regressed":
+                self.regressions.append(f"{what}, {verdict.reason})")
+            elif verdict.outcome == "undecided" and r.regression_pct > limit:
+                self.undecided.append(f"{what}), not failing: {verdict.reason}")
+            elif verdict.outcome == "undecided":
+                quiet_noisy += 1
+        if quiet_noisy:
+            self.undecided.append(f"{quiet_noisy} of {len(rows)} items within the limit are "
+                                  f"noisier than {limit:g}%: their pass says little")
 
     def _table(self, run: TimingRun) -> str:
         figures = self.options.figures
@@ -280,7 +309,7 @@ class TimingCollector:
             if verbosity >= -1 and text:
                 if verbosity >= 0:
                     title = ("folio timings" if self.base is None else
-                             f"folio timings: {self.base_path} (base) against this run")
+                             f"folio timings: {self.base_name} (base) against this run")
                     tr.write_sep("-", title)
                 tr.write(text)
             elif self.comparison is not None and not self.comparison.rows:
@@ -288,13 +317,13 @@ class TimingCollector:
             elif verbosity < -1:
                 items = len({(r.suite, r.name) for r in run.records})
                 tr.write_line(f"folio: {len(run.records)} measurements of {items} items")
-        for line in self.notes:
-            tr.write_line(f"folio: {line}", red=self.save_failed and "could not" in line)
-        for line in self.doubts:
-            tr.write_line(f"folio: warning: {line}", yellow=True)
-        for line in self.regressions:
-            tr.write_line(f"folio: regression: {line}", red=True)
+        lines = [(f"folio: {line}", {"red": self.save_failed and "could not" in line})
+                 for line in self.notes]
+        lines += [(f"folio: warning: {line}", {"yellow": True}) for line in self.doubts]
+        lines += [(f"folio: regression: {line}", {"red": True}) for line in self.regressions]
         if self.gate_error:
-            tr.write_line(f"folio: regression gate: {self.gate_error}", red=True)
-        for line in self.untested:
-            tr.write_line(f"folio: untested: {line}", yellow=True)
+            lines.append((f"folio: regression gate: {self.gate_error}", {"red": True}))
+        lines += [(f"folio: undecided: {line}", {"yellow": True}) for line in self.undecided]
+        for text, markup in lines:
+            for part in wrap(text):
+                tr.write_line(part, **markup)

@@ -9,7 +9,6 @@ as long as no item at the same parameters is measured twice in it.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,22 +102,3 @@ def build(columns: Sequence[Column], statistic: str = "median",
                 for title, c in zip(titles or [c.title for c in columns], columns, strict=True)]
     return table.from_comparisons(
         headings, [compare_runs(first, c.run(), statistic=statistic) for c in others], figures)
-
-
-def _render(t: table.Table, fmt: str, seed_grid: bool = True) -> str:
-    return table.render(t, fmt)
-
-
-_MOVED = {"Table": "Table", "render": "_render", "grid": "grid", "markdown": "markdown",
-          "csv_text": "csv_text", "json_text": "json_text", "row_dicts": "records"}
-
-
-def __getattr__(name: str) -> Any:
-    """The renderers that lived here before the one table model: table.py's, with a
-    DeprecationWarning."""
-    if name in _MOVED:
-        warnings.warn(f"pytest_folio.timing.columns.{name} is now "
-                      f"pytest_folio.timing.table.{_MOVED[name].strip('_')}", DeprecationWarning,
-                      stacklevel=2)
-        return _render if name == "render" else getattr(table, _MOVED[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ from pytest_folio.errors import CommandError
 from pytest_folio.inputs import printable
 from pytest_folio.options import parse_figures
 from pytest_folio.sizes import parse_size
+from pytest_folio.textwidth import wrap
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import STORAGE, resolve, saved_runs
 from pytest_folio.timing.compare import (
@@ -88,7 +89,7 @@ def run_show(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.run_ref}: no timings in this run")
     t = columns.build(columns.one_run_columns(name, run), args.statistic, figures_of(args))
     if args.format in ("grid", "markdown"):
-        _emit(f"{name}: {meta.describe(run)}\n")
+        _emit("\n".join(wrap(f"{name}: {meta.describe(run)}")) + "\n")
     _emit(table.render(t, args.format))
     return 0
 
@@ -188,29 +189,28 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def register_list(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "list", help="list saved runs, one line each",
+        "list", help="list saved runs: number and name, then what each holds",
         description="List the runs saved under the storage directory (numbered by "
                     "--folio-autosave, or named files saved there with --folio-save) and "
-                    "any timing files given: number, name, date, items, git commit, "
-                    "complete or partial.")
+                    "any timing files given: the number (- for a named file) and name, "
+                    "then the date, items and whether complete, then what tells runs "
+                    "apart: target, kernel and git commit.")
     p.add_argument("files", metavar="RUN.json", nargs="*", help="other saved runs to list")
     _storage_option(p)
     p.set_defaults(run=run_list)
 
 
-def list_line(number: int | None, path: Path) -> list[str]:
-    """One saved run's cells: number, name, date, items, git, complete or partial."""
-    name = path.stem.partition("_")[2] if number is not None else str(path)
+def list_entry(path: Path) -> list[str]:
+    """What ``list`` says of one saved run under its number and name: when, how much
+    and whether complete, then what tells runs apart (target, kernel, git state)."""
     try:
         run = load_run(path)
     except TimingFileError as exc:
-        return [str(number or ""), name, "", "", "", f"unreadable: {exc}"]
+        return [f"unreadable: {exc}"]
     items = len({(r.suite, r.name, r.unit) for r in run.records})
-    git = run.meta.get("git") or {}
-    commit = str(git.get("commit", ""))[:8] + ("+dirty" if git.get("dirty") else "")
-    return [str(number or ""), name, run.created[:16].replace("T", " "),
-            f"{items} items, {len(run.records)} measurements", commit or "-",
-            "complete" if run.complete else "partial"]
+    return [f"{run.created[:16].replace('T', ' ')}, {items} item{'s'[:items != 1]} "
+            f"({len(run.records)} measurements), "
+            f"{'complete' if run.complete else 'partial'}", meta.identity(run)]
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -219,18 +219,17 @@ def run_list(args: argparse.Namespace) -> int:
     seen = {p for *_, p in numbered}
     named = sorted(p for p in storage.glob("*.json") if p not in seen) if storage.is_dir() \
         else []
-    rows = [list_line(n, p) for n, _, p in numbered]
-    rows += [list_line(None, p) for p in [*named, *map(Path, args.files)]]
-    rows = [[printable(cell) for cell in row] for row in rows]
-    if not rows:
+    runs = [(str(n), name, p) for n, name, p in numbered]
+    runs += [("-", str(p), p) for p in [*named, *map(Path, args.files)]]
+    if not runs:
         _emit(f"no saved runs in {storage} (save one with --folio-autosave)\n")
         return 0
-    head = ["#", "name", "created", "items", "git", "state"]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for r in [head, *rows]:
-        cells = [r[0].rjust(widths[0]), *(c.ljust(w) for c, w in zip(r[1:], widths[1:],
-                                                                     strict=True))]
-        print("  ".join(cells).rstrip())
+    width = max(len(number) for number, *_ in runs)
+    indent = " " * (width + 2)
+    for number, name, path in runs:
+        _emit(f"{number.rjust(width)}  {name}\n")
+        for text in list_entry(path):
+            _emit("\n".join(wrap(indent + text, indent=indent + "  ")) + "\n")
     return 0
 
 

@@ -18,7 +18,9 @@ from pytest_folio.timing.statistics import (
     METHOD,
     STATISTICS,
     Significance,
+    Verdict,
     center,
+    gate,
     significance,
 )
 from pytest_folio.timing.storage import Record, TimingRun
@@ -125,13 +127,12 @@ class Row:
             return 0.0
         return change if self.better == "lower" else -change
 
-    def regressed(self, limit_pct: float) -> bool:
-        """Worse by more than ``limit_pct`` and significantly so (untested never counts)."""
-        return self.regression_pct > limit_pct and self.test.significant is True
-
-    def untested_beyond(self, limit_pct: float) -> bool:
-        """Worse by more than ``limit_pct`` but with too few samples to tell from noise."""
-        return self.regression_pct > limit_pct and not self.test.tested
+    def verdict(self, limit_pct: float) -> Verdict:
+        """What the regression gate makes of this row at ``limit_pct`` (statistics.gate)."""
+        if self.exact or not self.base or not self.patched:
+            return Verdict("ok")
+        return gate(self.base, self.patched, self.regression_pct, limit_pct,
+                    lower_is_better=self.better == "lower", alpha=self.alpha)
 
 
 @dataclasses.dataclass

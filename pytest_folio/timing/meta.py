@@ -50,18 +50,41 @@ def run_meta(directory: str | os.PathLike[str], seed: int | None = None) -> dict
     return meta
 
 
+def run_targets(run: TimingRun) -> list[str]:
+    """The targets a run measured, in the order its records first name them."""
+    return list(dict.fromkeys(r.target for r in run.records if r.target))
+
+
+def kernel_release(run: TimingRun) -> str:
+    """The kernel the run was measured under (``6.8.0-45-generic``), or ``unknown``."""
+    kernel = str(run.machine.get("kernel") or "unknown")
+    return kernel.removeprefix("Linux ")
+
+
+def git_text(run: TimingRun) -> str:
+    """The code's commit as ``1a2b3c4d5e6f`` (``+dirty`` with uncommitted changes), or
+    ``none`` when the run was not measured from a git checkout."""
+    git = run.meta.get("git") or {}
+    if not git.get("commit"):
+        return "none"
+    return str(git["commit"])[:12] + ("+dirty" if git.get("dirty") else "")
+
+
+def identity(run: TimingRun) -> str:
+    """What tells two runs apart: their targets, kernel and code."""
+    return (f"target {', '.join(run_targets(run)) or 'none'}; kernel {kernel_release(run)}; "
+            f"git {git_text(run)}")
+
+
 def describe(run: TimingRun) -> str:
     """One line: when, where and with what code a run was measured."""
-    parts = [run.created or "undated", f"host {run.machine.get('host', '?')}"]
-    git = run.meta.get("git") or {}
-    if git.get("commit"):
-        parts.append(f"commit {str(git['commit'])[:12]}" + (" (dirty)" if git.get("dirty")
-                                                            else ""))
+    parts = [run.created or "undated", f"host {run.machine.get('host', '?')}",
+             identity(run)]
     if run.meta.get("version"):
         parts.append(f"pytest-folio {run.meta['version']}")
     if not run.complete:
         parts.append("INTERRUPTED")
-    return ", ".join(parts)
+    return "; ".join(parts)
 
 
 def _size(value: Any) -> str:

@@ -8,6 +8,12 @@ U distribution from its generating function); otherwise it is the normal approxi
 with tie and continuity correction. Sample sizes too small for any outcome to reach the
 significance level (one sample a side, or 3 against 3, whose best p is 0.1) are not
 tested at all: "not significant" would then say nothing about the change.
+
+The regression gate (:func:`gate`) asks more than a p-value: a busy machine makes two
+runs of identical code differ significantly, so a change fails the gate only with
+enough samples, a run steadier than the limit and a gap between the two sides'
+interquartile ranges larger than the limit; otherwise it says why it cannot decide,
+as pyperf warns about an unstable benchmark instead of trusting it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pytest_folio.options import TABLE_FIGURES
 ALPHA = 0.05
 EXACT_MAX_PAIRS = 400
 METHOD = "two-sided Mann-Whitney U"
+GATE_MIN_SAMPLES = 5        # a side: 5 against 5 separate at p = 0.008, and show an IQR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,3 +181,66 @@ class Summary:
 LOCATIONS = ("min", "median", "mean", "max")     # where the samples lie
 SPREADS = ("iqr", "mad", "stdev")                # how far apart they are
 FIGURES = TABLE_FIGURES                         # what --folio-columns may choose
+
+
+def relative_noise(samples: Sequence[float], lower_is_better: bool = True) -> float | None:
+    """How far a run's own noise spreads its samples, as a fraction of their median: the
+    IQR, or the distance from the median to the best sample when that is larger (a
+    busy machine only ever adds time, so a median far from the best pass is noise even
+    when the middle samples agree). None for fewer than two samples or a zero median."""
+    if len(samples) < 2:
+        return None
+    middle = statistics.median(samples)
+    if middle == 0:
+        return None
+    q1, q3 = quartiles(samples)
+    best = min(samples) if lower_is_better else max(samples)
+    return max(q3 - q1, abs(middle - best)) / abs(middle)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one item: ``ok``, ``regressed`` or ``undecided``, and why."""
+
+    outcome: str
+    reason: str = ""
+
+
+def gate(base: Sequence[float], patched: Sequence[float], worse_pct: float,
+         limit_pct: float, lower_is_better: bool = True, alpha: float = ALPHA) -> Verdict:
+    """Judge a change of ``worse_pct`` percent (positive: worse) against ``limit_pct``.
+
+    Within the limit it is ``ok``, unless a side's own noise (:func:`relative_noise`) is
+    larger than the limit: then a pass says as little as a failure would. Beyond the
+    limit it is a regression only when each side has :data:`GATE_MIN_SAMPLES`, neither
+    side is that noisy, the Mann-Whitney U test is significant, and the effect is larger
+    than the limit by every measure: the compared statistic (``worse_pct``), the gap
+    between the sides' interquartile ranges and the change in the best sample (the pass
+    least touched by a busy machine). Anything short of that is ``undecided``, with the
+    reason: it never fails a run.
+    """
+    noise = max(100 * (relative_noise(s, lower_is_better) or 0.0) for s in (base, patched))
+    noisy = Verdict("undecided", f"too noisy to judge: the run's own noise is {noise:.0f}% "
+                                 "of the median")
+    if worse_pct <= limit_pct:
+        return noisy if noise > limit_pct else Verdict("ok")
+    if min(len(base), len(patched)) < GATE_MIN_SAMPLES:
+        return Verdict("undecided", f"{len(base)} against {len(patched)} samples; the gate "
+                                    f"needs {GATE_MIN_SAMPLES} a side (time more passes)")
+    if noise > limit_pct:
+        return noisy
+    p = significance(base, patched, alpha).p_value
+    if p is None or p >= alpha:
+        return Verdict("undecided", "untested" if p is None else f"not significant (p={p:.3g})")
+    sign = 1.0 if lower_is_better else -1.0
+    b1, b3 = quartiles(base)
+    p1, p3 = quartiles(patched)
+    middle = abs(statistics.median(base)) or 1.0
+    gap = 100 * ((p1 - b3) if lower_is_better else (b1 - p3)) / middle
+    best_base = min(base) if lower_is_better else max(base)
+    best_patched = min(patched) if lower_is_better else max(patched)
+    best = 100 * sign * (best_patched - best_base) / (abs(best_base) or 1.0)
+    if min(gap, best) <= limit_pct:
+        return Verdict("undecided", f"p={p:.3g}, but the IQRs are {gap:.0f}% apart and the "
+                                    f"best passes {best:+.0f}%")
+    return Verdict("regressed", f"p={p:.3g}")

@@ -6,12 +6,14 @@ item and parameter set; every later column carries its change against the first.
 columns are the first seed's grid (Test | Folio | Base | Patched | Change): its column
 widths are minimums (a wider cell widens its column), a test name longer than the first
 column wraps at spaces, numbers are right-aligned with two decimals and the change has a
-sign, one decimal and ``%``. Every header carries the unit when all lines share one
-(``Base (ms)``), else each item's name does (``Write [ms]``). A cell shows the figures
-chosen (``--folio-columns``: by default the median and the IQR, ``20.25 ±0.31``); a change
-that is not statistically significant gets `` ns`` after it and a footnote names the
-test. CSV and JSON have one schema whatever the number of columns: a record per line and
-column, with every figure at full precision (docs/timing.md lists the fields).
+sign, one decimal and ``%``. A grid wider than 80 columns narrows its Test column first,
+down to the longest word, so the two-column grid with spreads fits. Every header
+carries the unit when all lines share one (``Base (ms)``), else each item's name does
+(``Write [ms]``). A cell shows the figures chosen (``--folio-columns``: by default the
+median and the IQR, ``20.25 ±0.31``); a change that is not statistically significant
+gets `` ns`` after it and a footnote names the test. CSV and JSON have one schema
+whatever the number of columns: a record per line and column, with every figure at full
+precision (docs/timing.md lists the fields).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import csv
 import dataclasses
 import io
 import json
-import textwrap
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.textwidth import WIDTH, wrap
 from pytest_folio.timing.compare import (
     SIZE_KEYS,
     Comparison,
@@ -296,32 +299,54 @@ def _describe(t: Table) -> str:
 
 
 def notes(t: Table) -> list[str]:
-    """The footnote: what ``ns`` means, what the cells hold, what changes are against.
-    None when the grid is the seed's (two columns of one figure, nothing marked)."""
+    """The footnote, in lines of at most 80 columns: what ``ns`` means, then what the
+    cells hold and what changes are against. None when the grid is the seed's (two
+    columns of one figure, nothing marked)."""
     marked = _marked(t)
     shown = _shown(t)
     if not marked and len(t.headings) == 2 and shown == [t.statistic]:
         return []
-    parts = [f"{NS}: not significant ({t.method}, p >= {t.alpha:g})"] if marked else []
-    parts.append(f"cells: {_describe(t)} of the {t.what}")
+    lines = [f"{NS}: not significant ({t.method}, p >= {t.alpha:g})"] if marked else []
+    parts = [f"cells: {_describe(t)} of the {t.what}"]
     if len(t.headings) > 1:
         against = f", against {t.headings[0].title}" if len(t.headings) > 2 else ""
         parts.append(f"change of the {t.statistic}{against}")
-    return ["; ".join(parts)]
+    return [*lines, *wrap("; ".join(parts), indent="  ")]
 
 
 # -- renderers -----------------------------------------------------------------------------
+
+def _words(name: str) -> list[str]:
+    """A test name's words for wrapping: a parenthesised part (``(128 KiB)``) is one."""
+    return re.findall(r"[^\s(]*\([^)]*\)\S*|\S+", name)
+
+
+def _wrap_name(name: str, width: int) -> list[str]:
+    """``name`` in lines of ``width`` at most, broken only between words (:func:`_words`)."""
+    lines: list[str] = []
+    for word in _words(name):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
 
 def grid_text(head: Sequence[str], blocks: Sequence[Sequence[Sequence[str]]],
               min_widths: Sequence[int], foot: Sequence[str] = ()) -> str:
     """The seeds' grid: ``blocks`` hold one group each, every line ``(group name, label,
     cells...)``; see the module docstring for the rules."""
     widths = [max(len(h), w) for h, w in zip(head, min_widths, strict=True)]
+    longest_word = len(head[0])
     for block in blocks:
         for line in block:
             for col in range(1, len(head)):
                 widths[col] = max(widths[col], len(line[col]) + (col == 1))
-            widths[0] = max([widths[0], *(len(w) for w in line[0].split())])
+            longest_word = max([longest_word, *(len(w) for w in _words(line[0]))])
+    # the names give way first: a grid wider than the terminal narrows its Test column
+    # (names wrap at spaces) down to the longest word
+    excess = sum(widths) + 3 * len(widths) + 1 - WIDTH
+    widths[0] = max(longest_word, widths[0] - max(excess, 0))
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def render(cells: Sequence[str]) -> str:
@@ -334,8 +359,7 @@ def grid_text(head: Sequence[str], blocks: Sequence[Sequence[Sequence[str]]],
         [head[0].ljust(widths[0]), head[1].ljust(widths[1]),
          *(h.rjust(w) for h, w in zip(head[2:], widths[2:], strict=True))]) + " |", sep]
     for block in blocks:
-        name_lines = textwrap.wrap(block[0][0], widths[0], break_long_words=False,
-                                   break_on_hyphens=False) or [""]
+        name_lines = _wrap_name(block[0][0], widths[0])
         for i in range(max(len(block), len(name_lines))):
             name = name_lines[i] if i < len(name_lines) else ""
             rest = block[i][1:] if i < len(block) else ("",) * (len(head) - 1)

@@ -52,20 +52,3 @@ def test_a_seed_tries_the_same_sequences_again() -> None:
                             seed=4)
         found.append(info.value.fsxops_text)
     assert found[0] == found[1]
-
-
-@pytest.mark.parametrize(("old", "new"), [
-    ("pytest_folio.fsx.machine", "pytest_folio.fsx.fsx_machine"),
-    ("pytest_folio.fsx.model", "pytest_folio.fsx.expected"),
-    ("pytest_folio.mtdtests.machine", "pytest_folio.mtdtests.mtd_machine"),
-])
-def test_renamed_modules_still_import_with_a_warning(old: str, new: str) -> None:
-    import importlib
-    import sys
-
-    sys.modules.pop(old, None)
-    with pytest.deprecated_call(match=f"{old} is renamed {new}$"):
-        module = importlib.import_module(old)
-    assert module.__all__
-    assert all(getattr(module, n) is getattr(importlib.import_module(new), n)
-               for n in module.__all__)

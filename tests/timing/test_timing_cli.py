@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,29 +44,35 @@ def test_grid_orders_folios_and_marks_noise(runs: tuple[Path, Path],
     code, out, err = compare(capsys, *runs)
     assert (code, err) == (0, "")
     assert out.splitlines()[1:8] == [
-        "| Test                         | Folio |   Base (ms) | Patched (ms) |    Change |",
-        "+------------------------------+-------+-------------+--------------+-----------+",
-        "| Eraseblock write (128 KiB)   |   4K  | 28.00 ±2.00 |  17.20 ±0.20 | -38.6%    |",
-        "|                              |  16K  | 28.00 ±2.00 |  17.20 ±0.20 | -38.6%    |",
-        "+------------------------------+-------+-------------+--------------+-----------+",
-        "| Page read (512 B)            |   4K  | 76.00 ±1.00 |  76.10 ±0.80 |  +0.1% ns |",
-        "+------------------------------+-------+-------------+--------------+-----------+",
+        "| Test                        | Folio |   Base (ms) | Patched (ms) |    Change |",
+        "+-----------------------------+-------+-------------+--------------+-----------+",
+        "| Eraseblock write (128 KiB)  |   4K  | 28.00 ±2.00 |  17.20 ±0.20 | -38.6%    |",
+        "|                             |  16K  | 28.00 ±2.00 |  17.20 ±0.20 | -38.6%    |",
+        "+-----------------------------+-------+-------------+--------------+-----------+",
+        "| Page read (512 B)           |   4K  | 76.00 ±1.00 |  76.10 ±0.80 |  +0.1% ns |",
+        "+-----------------------------+-------+-------------+--------------+-----------+",
     ]
-    assert out.splitlines()[-1] == ("ns: not significant (two-sided Mann-Whitney U, p >= 0.05);"
-                                    " cells: median ±IQR of the samples; change of the median")
+    assert out.splitlines()[-2:] == [
+        "ns: not significant (two-sided Mann-Whitney U, p >= 0.05)",
+        "cells: median ±IQR of the samples; change of the median"]
+    assert max(map(len, out.splitlines())) == 80
 
 
 def test_columns_option_chooses_the_figures(runs: tuple[Path, Path],
                                             capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = compare(capsys, *runs, "--columns", "min,median,mad")
     assert code == 0
-    assert out.splitlines()[6] == (
-        "| Page read (512 B)            |   4K  | 75.00/76.00 ±0.50 | 74.90/76.10 ±0.50 |"
-        "  +0.1% ns |")
+    assert out.splitlines()[3:9] == [   # 80 columns: names wrap, "(512 B)" stays whole
+        "| Eraseblock write |   4K  | 26.00/28.00 ±1.00 | 17.00/17.20 ±0.10 | -38.6%    |",
+        "| (128 KiB)        |  16K  | 26.00/28.00 ±1.00 | 17.00/17.20 ±0.10 | -38.6%    |",
+        "+------------------+-------+-------------------+-------------------+-----------+",
+        "| Page read        |   4K  | 75.00/76.00 ±0.50 | 74.90/76.10 ±0.50 |  +0.1% ns |",
+        "| (512 B)          |       |                   |                   |           |",
+        "+------------------+-------+-------------------+-------------------+-----------+"]
     code, out, _ = compare(capsys, *runs, "--columns", "median", "--statistic", "min")
     assert out.splitlines()[3] == (
         "| Eraseblock write (128 KiB)   |   4K  |     28.00 |        17.20 | -34.6%    |")
-    assert out.splitlines()[-1].endswith("; cells: median of the samples; change of the min")
+    assert out.splitlines()[-1] == "cells: median of the samples; change of the min"
 
 
 def test_rows_and_counters(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,11 +84,9 @@ def test_rows_and_counters(runs: tuple[Path, Path], capsys: pytest.CaptureFixtur
     assert "compound_head per pass:" in lines
     start = lines.index("compound_head per pass:")
     assert lines[start + 2] == (
-        "| Test                         | Folio | Base (per pass) | Patched (per pass) |"
-        "  Change |")
+        "| Test                | Folio | Base (per pass) | Patched (per pass) |  Change |")
     assert lines[start + 4] == (
-        "| Page read                    |   4K  |             128 |                  0 |"
-        " -100.0% |")
+        "| Page read           |   4K  |             128 |                  0 | -100.0% |")
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
@@ -249,34 +255,59 @@ def test_one_run_of_one_target_is_refused_in_one_line(
     assert "1 targets; one run compares when it holds two" in err
 
 
-def test_list_prints_one_line_per_saved_run(tmp_path: Path, make_run: RunFactory,
-                                            capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_tells_runs_apart_by_target_kernel_and_git(
+        tmp_path: Path, make_run: RunFactory, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_folio.timing.autosave import autosave
 
     monkeypatch.chdir(tmp_path)
     assert main(["list"]) == 0
     assert capsys.readouterr().out == "no saved runs in .folio (save one with --folio-autosave)\n"
     storage = tmp_path / ".folio"
-    run = make_run([("Write", "4K", [1.0, 2.0]), ("Write", "16K", [1.0]), ("Read", "4K", [1.0])])
-    run.created = "2026-11-29T21:30:25+00:00"
-    run.meta = {"git": {"commit": "1a2b3c4d5e6f", "dirty": True}}
-    autosave(run, storage)
+    saved = []
+    for kernel in ("6.8.0-45-generic", "6.9.0-folio+"):    # base and patched kernels
+        run = make_run([("Write", "4K", [1.0, 2.0]), ("Write", "16K", [1.0]),
+                        ("Read", "4K", [1.0])])
+        run.created = "2026-11-29T21:30:25+00:00"
+        run.meta = {"git": {"commit": "1a2b3c4d5e6f", "dirty": True}}
+        run.machine = {"kernel": f"Linux {kernel}"}
+        for r in run.records:
+            r.target = "/dev/mtd0"
+        saved.append(autosave(run, storage).name)
+    assert saved == ["0001_1a2b3c4d-dirty-dev-mtd0-6.8.0-45-generic.json",
+                     "0002_1a2b3c4d-dirty-dev-mtd0-6.9.0-folio+.json"]
     partial = make_run([("Write", "4K", [1.0])])
     partial.complete, partial.created = False, "2026-11-30T08:00:00+00:00"
     save_run(partial, storage / "base.json")
     (storage / "zz.json").write_text("{")
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split() for line in lines] == [
-        ["#", "name", "created", "items", "git", "state"],
-        ["1", "1a2b3c4d-dirty", "2026-11-29", "21:30", "2", "items,", "3", "measurements",
-         "1a2b3c4d+dirty", "complete"],
-        [".folio/base.json", "2026-11-30", "08:00", "1", "items,", "1", "measurements", "-",
-         "partial"],
-        [".folio/zz.json", "unreadable:", ".folio/zz.json:", "truncated", "or", "corrupt",
-         "timing", "file", "(invalid", "JSON", "at", "line", "1,", "column", "2)"]]
-    assert lines[0].index("created") == lines[1].index("2026") == lines[2].index("2026")
+    assert capsys.readouterr().out.splitlines() == [
+        "1  1a2b3c4d-dirty-dev-mtd0-6.8.0-45-generic",
+        "   2026-11-29 21:30, 2 items (3 measurements), complete",
+        "   target /dev/mtd0; kernel 6.8.0-45-generic; git 1a2b3c4d5e6f+dirty",
+        "2  1a2b3c4d-dirty-dev-mtd0-6.9.0-folio+",
+        "   2026-11-29 21:30, 2 items (3 measurements), complete",
+        "   target /dev/mtd0; kernel 6.9.0-folio+; git 1a2b3c4d5e6f+dirty",
+        "-  .folio/base.json",
+        "   2026-11-30 08:00, 1 item (1 measurements), partial",
+        "   target none; kernel unknown; git none",
+        "-  .folio/zz.json",
+        "   unreadable: .folio/zz.json: truncated or corrupt timing file (invalid JSON at",
+        "     line 1, column 2)"]
+
+
+def test_runs_outside_git_are_named_by_time_and_target(make_run: RunFactory) -> None:
+    from pytest_folio.timing.autosave import run_name
+
+    run = make_run([("Write", "4K", [1.0])])
+    run.records[0].target = "reference:api=page"
+    run.machine = {"kernel": "Linux 6.8.0"}
+    name = run_name(run)
+    assert re.fullmatch(r"\d{8}T\d{6}-reference-api-page", name), name   # no kernel: model
+    run.records = [dataclasses.replace(run.records[0], target=f"/srv/fs{i}")
+                   for i in range(10)]          # ten real directories: names stay short
+    many = run_name(run)
+    assert len(many) <= 100 and many.split("-")[1:3] == ["srv", "fs0"], many
 
 
 def test_plot_gives_fourteen_items_fourteen_styles(tmp_path: Path, make_run: RunFactory,
@@ -295,22 +326,3 @@ def test_plot_gives_fourteen_items_fourteen_styles(tmp_path: Path, make_run: Run
                            "--plot", tmp_path / "p.png")
     assert (code, err) == (0, "")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
-
-
-def test_renamed_modules_and_renderers_still_work_with_a_warning() -> None:
-    import importlib
-
-    from pytest_folio.timing import columns, table
-    for old, new in (("machine", "hostinfo"), ("stats", "statistics")):
-        sys.modules.pop(f"pytest_folio.timing.{old}", None)
-        with pytest.deprecated_call(match=f"renamed pytest_folio.timing.{new}"):
-            module = importlib.import_module(f"pytest_folio.timing.{old}")
-        assert all(getattr(module, n) is getattr(importlib.import_module(
-            f"pytest_folio.timing.{new}"), n) for n in module.__all__)
-    with pytest.deprecated_call(match="now pytest_folio.timing.table.grid"):
-        assert columns.grid is table.grid
-    with pytest.deprecated_call(match="now pytest_folio.timing.table.render"):
-        render = columns.render
-    run = TimingRun(records=[Record(suite="s", name="n", unit="ms", samples=[1.0])])
-    t = columns.build(columns.one_run_columns("r", run))
-    assert render(t, "grid", seed_grid=False) == table.render(t, "grid")

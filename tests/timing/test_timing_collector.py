@@ -130,15 +130,18 @@ def test_compare_prints_grid_and_fails_only_on_significant_regression(
     ok = suite.runpytest("--folio-orders=0", "--folio-compare=base.json",
                          "--folio-compare-fail=5")
     assert ok.ret == pytest.ExitCode.OK
-    ok.stdout.fnmatch_lines(["folio timing: memcpy * GB/s; comparing against base.json "
-                             "(13 measurements, 20*, host *)"])
+    ok.stdout.fnmatch_lines(["folio timing: memcpy * GB/s",
+                             "folio timing: comparing against base.json",
+                             "    (13 measurements, 20*; host *"])
     ok.stdout.re_match_lines([
         r".*folio timings: base.json \(base\) against this run.*",
-        r"\| Test {25}\| Params +\| +Base \| +Patched \| +Change \|",
-        r"\| fixed \[ms\] {19}\| folio=4K,i=0  \| 10.20 ±0.20 \| 10.20 ±0.20 \| +\+0.0% ns \|",
+        r"\| Test {17}\| Params +\| +Base \| +Patched \| +Change \|",
+        r"\| fixed \[ms\] {11}\| folio=4K,i=0  \| 10.20 ±0.20 \| 10.20 ±0.20 \| +\+0.0% ns \|",
         r"ns: not significant \(two-sided Mann-Whitney U, p >= 0.05\)",
     ])
     assert "folio: regression" not in ok.stdout.str()
+    summary = ok.stdout.str()[ok.stdout.str().index("folio timings: base.json"):]
+    assert max(map(len, summary.splitlines())) <= 80      # the grid was 87 wide
     monkeypatch.setenv("FOLIO_FACTOR", "1.5")
     bad = suite.runpytest("--folio-orders=0", "--folio-compare=base.json",
                           "--folio-compare-fail=20")
@@ -250,5 +253,5 @@ def test_untestable_regression_warns_but_does_not_fail(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "| single                       |       |     10.00 |        15.00 |  +50.0% |",
-        "folio: untested: single: +50.0% worse, but 1 against 1 samples cannot be told "
-        "from noise (not failing; time more passes)"])
+        "folio: undecided: single: +50.0% worse (limit 10%), not failing: 1 against 1",
+        "    samples; the gate needs 5 a side (time more passes)"])

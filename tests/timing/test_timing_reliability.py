@@ -55,7 +55,7 @@ def test_interrupt():
     result = pytester.runpytest_subprocess("--folio-save=run.json")   # own process: Ctrl-C
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["folio: the run was interrupted: its 4 measurements went to "
-                                 "run.interrupted.json, not run.json"])
+                                 "run.interrupted.json,", "    not run.json"])
     assert load_run(pytester.path / "run.json") == old
     partial = load_run(pytester.path / "run.interrupted.json")
     assert not partial.complete and len(partial.records) == 4
