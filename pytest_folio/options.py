@@ -31,7 +31,7 @@ TABLE_FIGURES = ("min", "median", "mean", "max", "iqr", "mad", "stdev", "n")
 _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-orders", "folio orders the order-parametrized fixtures run at", "0,2,4", "string"),
     ("--folio-block-sizes", "ramfs block sizes the size-parametrized fixtures run at",
-     "4k,16k,64k", "string"),
+     "4k,64k,2M", "string"),
     ("--folio-mtd", "MTD target: reference[:knob=value,...], /dev/mtdN, "
      "package.module:factory or an entry-point name", "reference", "string"),
     ("--folio-fs", "file-system target: reference[:knob=value,...], a directory, "
