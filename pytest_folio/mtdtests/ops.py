@@ -218,6 +218,7 @@ class MTDFsx:
             raise self._fail(op, f"{sides[0]} {got.describe()}, {sides[1]} "
                                  f"{expected.describe()}")
         if got.error is not None:
+            self._check_untouched(op)
             return got
         self.counts[op.kind] += 1
         if op.kind == "read":
@@ -228,6 +229,24 @@ class MTDFsx:
         elif op.kind == "erase":
             self.model.erase(op.offset, op.length)
         return got
+
+    def _check_untouched(self, op: Op) -> None:
+        """After ``op`` failed: the part of its range on the device still holds what it
+        held (a write past the end that stores its first part before EINVAL is a bug)."""
+        if op.kind not in ("write", "erase") or op.offset >= self.layout.size:
+            return
+        offset = max(0, op.offset)
+        length = min(op.offset + op.length, self.layout.size) - offset
+        if length <= 0:
+            return
+        try:
+            got = bytes(self.dev.read(offset, length))
+        except Exception as exc:
+            raise self._fail(op, f"it failed, then reading back {length:#x} bytes at "
+                                 f"{offset:#x} raised {type(exc).__name__}: {exc}") from exc
+        problem = self.difference(offset, got, self.model.contents(offset, length))
+        if problem:
+            raise self._fail(op, f"it failed, but changed what it could touch: {problem}")
 
     def _apply(self, dev: MTDDevice, op: Op, data: bytes, who: str) -> Outcome:
         try:
