@@ -81,6 +81,9 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
      ".folio/failures", "string"),
     ("--folio-timeout", "fail a test that runs longer than SECONDS, printing where it hung, "
      "and go on with the run (0: no limit)", "0", "string"),
+    ("--folio-coverage", "print at the end, per call, the classes of input the random "
+     "suites gave it (lengths, offsets, data, name lengths, errors) and those they did not",
+     None, "bool"),
 ]
 
 
@@ -215,6 +218,7 @@ class FolioSettings:
     timeout: float = 0.0                 # 0: no limit
     fs_oracle_replay: Path | None = None
     race_seconds: float = 2.0
+    coverage: bool = False               # --folio-coverage
 
     @property
     def fsx_seed(self) -> int:
@@ -444,6 +448,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         columns=columns,
         fs_oracle_replay=given.parse("--folio-fs-oracle-replay", _fsdiff_log),
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,
+        coverage=given.flag("--folio-coverage"),
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

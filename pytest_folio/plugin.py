@@ -14,6 +14,7 @@ import pytest
 
 from pytest_folio import hookspecs, progress
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.coverage import CoverageCollector
 from pytest_folio.fixtures.timing import register_collector
 from pytest_folio.options import (
     add_options,
@@ -79,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings(config).timeout:
         config.pluginmanager.register(FolioTimeout(settings(config).timeout),
                                       "pytest_folio.timeout")
+    if settings(config).coverage:
+        config.pluginmanager.register(CoverageCollector(config), "pytest_folio.coverage")
 
 
 class _XdistController:

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference as first_difference_at
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
@@ -310,10 +311,10 @@ class _Gen:
 
     def length(self) -> int:
         rnd, unit = self.rnd, self.unit
-        if rnd.random() < .03:
+        if rnd.random() < .05:
             return self.long_length()
         return rnd.choice([0, 1, 100, PAGE_SIZE, unit, unit + 904, PAGE_SIZE - 1,
-                           rnd.randrange(self.maxlen // 2)])
+                           PAGE_SIZE + 1, rnd.randrange(self.maxlen // 2)])
 
     def long_length(self) -> int:
         """A bulk transfer: a :data:`SCALES` size, one byte or a sector either side of
@@ -321,12 +322,12 @@ class _Gen:
         multiple of no power of two above 512), or a few MiB and some."""
         rnd = self.rnd
         scale = rnd.choice(SCALES)
-        pick = rnd.randrange(4)
-        if pick == 0:
-            return scale + rnd.choice([-512, -1, 0, 1, 512])
-        if pick == 1:
+        pick = rnd.randrange(6)
+        if pick < 3:
+            return scale + rnd.choice([-512, -1, 0, 1, 512, -1, 1])
+        if pick == 3:
             return rnd.randrange(scale, 2 * scale) | 1
-        if pick == 2:
+        if pick == 4:
             return rnd.randrange(scale // 512, 2 * scale // 512) * 512 | 512
         return rnd.randrange(3, 6) * BIG + rnd.randrange(1, PAGE_SIZE)
 
@@ -824,6 +825,8 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
         a_op, b_op = ours.resolve(op), theirs.resolve(op)
         b = theirs.apply(b_op)
         a = ours.apply(a_op)
+        if coverage.on():
+            _record(a_op, a)
         sent.append(b_op)
         outcomes.append(b)
         if a != b and not (a[0] == b[0] == "err" and (any_errno
@@ -863,6 +866,30 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
                 x, y = x[1], y[1]
         raise Mismatch(None, f"after {len(ops)} ops, {name!r}", short(("ok", x)),
                        short(("ok", y)), log(), detail)
+
+
+def _record(op: Op, outcome: Outcome) -> None:
+    """Tell --folio-coverage what a call sent to the target was given."""
+    kind, *args = op
+    error = outcome[1] if outcome[0] == "err" else None
+    if kind in ("pwrite", "pread"):
+        coverage.record(kind, length=args[1], offset=args[2], error=error,
+                        data=fill_class(args[3]) if kind == "pwrite" else None)
+    elif kind in ("mmap_write", "mmap_read"):
+        coverage.record(kind, offset=args[1], length=args[2], error=error,
+                        data=fill_class(args[3]) if kind == "mmap_write" else None)
+    elif kind == "fallocate":
+        coverage.record(f"fallocate {args[1]:#x}", offset=args[2], length=args[3], error=error)
+    elif kind == "ftruncate":
+        coverage.record(kind, length=args[1], error=error)
+    elif kind == "copy_file_range":
+        coverage.record(kind, length=args[2], offset=args[4], error=error)
+    elif kind in ("open", "unlink", "mkdir", "rmdir", "rename", "listdir", "stat",
+                  "drop_caches"):
+        coverage.record(kind, name=args[1] if kind in ("open", "rename") else args[0],
+                        error=error)
+    else:
+        coverage.record(kind, error=error)
 
 
 def _compare_read_back(ours: Runner, theirs: Runner, op: Op, n: int, sent: list[Op],
