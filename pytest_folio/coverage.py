@@ -127,8 +127,12 @@ def summary(counts: Counter[tuple[str, str, str]], width: int = WIDTH) -> list[s
 
 
 def _wrapped(title: str, words: Iterable[str], width: int) -> list[str]:
-    return textwrap.wrap(", ".join(words), width, initial_indent=f"  {title:<9} ",
-                         subsequent_indent=" " * 12, break_on_hyphens=False)
+    """``words`` after ``title``, wrapped between words only (a class and its count,
+    ``4K..64K 444``, stay on one line)."""
+    text = ", ".join(word.replace(" ", "\0") for word in words)
+    return [line.replace("\0", " ") for line in textwrap.wrap(
+        text, width, initial_indent=f"  {title:<9} ", subsequent_indent=" " * 12,
+        break_on_hyphens=False)]
 
 
 class CoverageCollector:
