@@ -296,7 +296,10 @@ class _Gen:
             base = rnd.choice(DIRS)
         else:
             base = rnd.choice(FILES)
-        return base + "/" if rnd.random() < .07 else base
+        # no trailing slash on a name over NAME_MAX: open(O_CREAT) of one is EISDIR in
+        # Linux (the slash is checked before the lookup), ENAMETOOLONG in the reference
+        slash = rnd.random() < .07 and len(base.rsplit("/", 1)[-1]) <= NAME_MAX
+        return base + "/" if slash else base
 
     def flags(self) -> int:
         rnd = self.rnd
@@ -689,14 +692,18 @@ class Runner:
     def two_bad_arguments(self, op: Op) -> bool:
         """Whether ``op`` has a descriptor that cannot do it and an offset out of range
         at once, or is a rename between a directory and its own descendant with a
-        trailing slash on a name: Linux checks those in an order no other implementation
-        has to share (and 7.2 checks a rename's ancestry before its trailing slash,
-        where 6.1 did the other way round)."""
+        trailing slash on a name, or a rename with a name over NAME_MAX: Linux checks
+        those in an order no other implementation has to share (and 7.2 checks a
+        rename's ancestry before its trailing slash, where 6.1 did the other way
+        round)."""
         kind, *args = op
         if kind == "rename":
             old, new = (name.rstrip("/") for name in args)
             nested = old.startswith(new + "/") or new.startswith(old + "/")
-            return nested and any(name.endswith("/") for name in args)
+            # Linux looks a name's length up with the name (simple_lookup): the source's
+            # ENOENT comes before the target's ENAMETOOLONG; the reference walks both first
+            too_long = any(len(part) > NAME_MAX for name in args for part in name.split("/"))
+            return too_long or (nested and any(name.endswith("/") for name in args))
         rng = _range(op)
         if rng is None or kind == "ftruncate":
             return False
