@@ -72,10 +72,11 @@ MAXLEN = 12 * PAGE_SIZE
 FILES = ["a", "b", "a", "b", "d/c", "d/e/f"]
 DIRS = ["d", "d/e", "g"]
 FLAT = ["a", "b", "c"]              # the names of a target without directories
-# names from NAME_MAX - 1 to NAME_MAX + 1 bytes (ENAMETOOLONG), and two of 241 bytes that
-# differ only in their last: a name cache keyed by a prefix, or names cut short, mix them
+# names from NAME_MAX - 1 to NAME_MAX + 1 bytes (ENAMETOOLONG), two of 241 bytes that
+# differ only in their last (a name cache keyed by a prefix, or names cut short, mix
+# them), and one of 100 between the short names and those
 LONG_NAMES = ["m" * (NAME_MAX - 1), "n" * NAME_MAX, "o" * (NAME_MAX + 1),
-              "p" * 240 + "1", "p" * 240 + "2"]
+              "p" * 240 + "1", "p" * 240 + "2", "q" * 100]
 FAR = [1 << 32, 1 << 44]            # 4 GiB (32-bit offsets), 16 TiB (32-bit page indexes)
 BIG = 1 << 20                       # a bulk transfer: files of several MiB pass any cache
 NEAR = 8 << 20                      # the final comparison reads files up to here, and...
