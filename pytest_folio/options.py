@@ -32,7 +32,7 @@ TABLE_FIGURES = ("min", "median", "mean", "max", "iqr", "mad", "stdev", "n")
 _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-orders", "folio orders the order-parametrized fixtures run at", "0,2,4", "string"),
     ("--folio-block-sizes", "ramfs block sizes the size-parametrized fixtures run at",
-     "4k,16k,64k", "string"),
+     "4k,64k,2M", "string"),
     ("--folio-mtd", "MTD target: reference[:knob=value,...], /dev/mtdN, "
      "package.module:factory or an entry-point name", "reference", "string"),
     ("--folio-fs", "file-system target: reference[:knob=value,...], a directory, "
@@ -88,6 +88,9 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-timeout", "fail a test that runs longer than SECONDS, printing where it hung, "
      "and go on with the run; also bounds the factory checks before the tests (0: no "
      "limit)", "0", "string"),
+    ("--folio-coverage", "print at the end, per call, the classes of input the random "
+     "suites gave it (lengths, offsets, data, name lengths, errors) and those they did not",
+     None, "bool"),
 ]
 
 
@@ -229,6 +232,7 @@ class FolioSettings:
         """A suite's shrinking budget: ``--folio-shrink-seconds`` when given, else the
         suite's own ``default``."""
         return default if self.shrink_seconds is None else self.shrink_seconds
+    coverage: bool = False               # --folio-coverage
 
     @property
     def fsx_seed(self) -> int:
@@ -476,6 +480,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,
         shrink_seconds=given.parse("--folio-shrink-seconds", _seconds),
         ktap=given.parse("--folio-ktap", _ktap_log),
+        coverage=given.flag("--folio-coverage"),
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

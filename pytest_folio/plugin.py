@@ -15,6 +15,7 @@ import pytest
 
 from pytest_folio import hookspecs, progress, suites
 from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.coverage import CoverageCollector
 from pytest_folio.fixtures.failures import failures_root
 from pytest_folio.fixtures.timing import register_collector
 from pytest_folio.ktap_items import collect_log, locate_skip
@@ -89,6 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings(config).timeout:
         config.pluginmanager.register(FolioTimeout(settings(config).timeout),
                                       "pytest_folio.timeout")
+    if settings(config).coverage:
+        config.pluginmanager.register(CoverageCollector(config), "pytest_folio.coverage")
 
 
 class _XdistController:

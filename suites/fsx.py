@@ -21,11 +21,13 @@ set the length and seed of every run (they override ``-N``/``-S`` in ``fsx_args`
 ``--folio-fsx-replay FILE.fsxops`` replays a log instead.
 
 Besides fsx's own defaults (byte-aligned operations on a 256 KiB file, closed and
-reopened after 1 in 16 operations), three runs reach the paths those rarely do: every
+reopened after 1 in 16 operations), these runs reach the paths those rarely do: every
 operation page aligned (the whole-page fast paths), every operation aligned to the block
 size over a file of at least 8 blocks (whole-folio writes and truncates), and a file of
 ``fsx_large_file`` bytes (6 MiB: more than a small cache holds, so dirty folios are
-evicted and read back) with 256 KiB operations, a fifth as many of them.
+evicted and read back) with 256 KiB operations, a fifth as many of them. A fourth run,
+of a twentieth as many, takes operations of any length up to 5 MiB - 1 over an 8 MiB
+file: transfers over 1 MiB whose length is no multiple of it, across 64K, 1M and 2M.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class FsxSuite:
     # None: the run's --folio-hypothesis level; or "fsx-thorough", or a profile of yours
     fsx_hypothesis_profile: ClassVar[str | None] = None
     fsx_large_file: ClassVar[int] = 6 << 20            # test_fsx_large_file's file size
+    fsx_long_file: ClassVar[int] = 8 << 20             # test_fsx_long_transfers' file size
+    fsx_long_transfer: ClassVar[int] = (5 << 20) - 1   # ... and its longest operation
 
     def fsx_settings(self) -> FsxOptions:
         try:
@@ -88,6 +92,16 @@ class FsxSuite:
     def test_fsx_large_file(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
         opts = self.fsx_settings().replace(maxfilelen=self.fsx_large_file, maxoplen=256 << 10)
         numops = max(1, fsx.settings.fsx_ops // 5)
+        result = fsx(filesystem, opts, numops=numops)
+        assert result.testcalls == self._operations_to_complete(fsx, numops)
+
+    def test_fsx_long_transfers(self, filesystem: AnyFileSystem, fsx: FsxRunner) -> None:
+        """Operations of any length up to ``fsx_long_transfer`` over a file of
+        ``fsx_long_file``: reads and writes over 1 MiB of lengths no power of two
+        divides, crossing 64K, 1M and 2M, a twentieth as many of them."""
+        opts = self.fsx_settings().replace(maxfilelen=self.fsx_long_file,
+                                           maxoplen=self.fsx_long_transfer)
+        numops = max(1, fsx.settings.fsx_ops // 20)
         result = fsx(filesystem, opts, numops=numops)
         assert result.testcalls == self._operations_to_complete(fsx, numops)
 

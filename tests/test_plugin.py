@@ -21,7 +21,7 @@ def test_autoloaded_through_the_entry_point(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     assert _ids(result, "test_order") == ["4K", "16K", "64K"]
-    result.stdout.fnmatch_lines(["folio: orders 0,2,4 (4K,16K,64K), block sizes 4K,16K,64K*"])
+    result.stdout.fnmatch_lines(["folio: orders 0,2,4 (4K,16K,64K), block sizes 4K,64K,2M*"])
 
 
 def test_loaded_explicitly_with_p_when_autoload_is_off(pytester: pytest.Pytester,

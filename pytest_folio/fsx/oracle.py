@@ -32,16 +32,18 @@ import functools
 import json
 import os
 import random
+import re
 import stat
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference as first_difference_at
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
 from pytest_folio.inputs import excerpt, read_log
-from pytest_folio.model.vfs import MAX_LFS_FILESIZE
+from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
@@ -72,10 +74,23 @@ MAXLEN = 12 * PAGE_SIZE
 FILES = ["a", "b", "a", "b", "d/c", "d/e/f"]
 DIRS = ["d", "d/e", "g"]
 FLAT = ["a", "b", "c"]              # the names of a target without directories
+# names from NAME_MAX - 1 to NAME_MAX + 1 bytes (ENAMETOOLONG), two of 241 bytes that
+# differ only in their last (a name cache keyed by a prefix, or names cut short, mix
+# them), and one of 100 between the short names and those
+LONG_NAMES = ["m" * (NAME_MAX - 1), "n" * NAME_MAX, "o" * (NAME_MAX + 1),
+              "p" * 240 + "1", "p" * 240 + "2", "q" * 100]
 FAR = [1 << 32, 1 << 44]            # 4 GiB (32-bit offsets), 16 TiB (32-bit page indexes)
 BIG = 1 << 20                       # a bulk transfer: files of several MiB pass any cache
 NEAR = 8 << 20                      # the final comparison reads files up to here, and...
 WINDOW = 64 << 10                   # ...this much around each far offset and before EOF
+# the scales whose boundaries lengths and offsets land on, next to and between: the
+# largest transfer, a large folio, the largest folio (PMD)
+SCALES = [64 << 10, 1 << 20, 2 << 20]
+# a pwrite or mapped write's data: an int tag is random bytes (:func:`pattern`); two hex
+# digits are that byte repeated ("00", "ff"); "same TAG" rewrites an earlier write's
+# bytes where they still are (the generator repeats that write)
+Fill = int | str
+SCENARIOS = .015                    # the share of draws that are a :meth:`_Gen.scenario`
 MODE_FEATURE = FALLOC_MODE_FEATURE
 # invalid combinations: vfs_fallocate refuses them before the file system is asked
 BAD_MODES = [FALLOC_FL_PUNCH_HOLE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE
@@ -114,6 +129,24 @@ def pattern(n: int, tag: int) -> bytes:
     if start + n <= len(repeated):
         return repeated[start:start + n]
     return (_PATTERN * ((start + n) // len(_PATTERN) + 1))[start:start + n]
+
+
+def data_of(n: int, fill: Fill) -> bytes:
+    """The ``n`` bytes a write with ``fill`` (see :data:`Fill`) sends."""
+    if isinstance(fill, int):
+        return pattern(n, fill)
+    if fill.startswith("same "):
+        return pattern(n, int(fill[5:]))
+    return bytes([int(fill, 16)]) * n
+
+
+def fill_class(fill: Fill) -> str:
+    """The class of data a write sends: random, zero, 0xff, one byte, same as there."""
+    if isinstance(fill, int):
+        return "random"
+    if fill.startswith("same "):
+        return "same as there"
+    return {"00": "zero", "ff": "0xff"}.get(fill, "one byte")
 
 
 def copy_all(fs: AnyFileSystem, src: int, dst: int, count: int, offset_src: int,
@@ -215,6 +248,7 @@ class _Gen:
         self.far = [at for at, family in zip(FAR, ("offsets_4g", "offsets_16t"), strict=True)
                     if family in families]
         self.tag = 0
+        self.last_write: Op | None = None   # what a write of the same bytes repeats
         self.live: dict[int, int] = {}      # slot -> open flags, as the sequence guesses
         self.made: set[str] = set()         # top-level files, as it guesses
 
@@ -238,6 +272,7 @@ class _Gen:
     def opened(self, slot: int, name: str, flags: int) -> None:
         """Guess whether an open succeeds: a top-level file, created or made before."""
         if ("/" not in name and not flags & (os.O_EXCL | os.O_DIRECTORY)
+                and len(name) <= NAME_MAX
                 and (flags & os.O_CREAT or name in self.made)):
             self.live[slot] = flags
             self.made.add(name)
@@ -254,13 +289,20 @@ class _Gen:
     def name(self, dirs: bool = True, p_dir: float = .35) -> str:
         """A name, now and then with a trailing slash; a directory's with ``p_dir``."""
         rnd = self.rnd
-        if not self.dirs:
+        if rnd.random() < .06:
+            base = rnd.choice(LONG_NAMES)
+            if self.dirs and rnd.random() < .25:
+                base = rnd.choice(DIRS) + "/" + base
+        elif not self.dirs:
             base = rnd.choice(FLAT)
         elif dirs and rnd.random() < p_dir:
             base = rnd.choice(DIRS)
         else:
             base = rnd.choice(FILES)
-        return base + "/" if rnd.random() < .07 else base
+        # no trailing slash on a name over NAME_MAX: open(O_CREAT) of one is EISDIR in
+        # Linux (the slash is checked before the lookup), ENAMETOOLONG in the reference
+        slash = rnd.random() < .07 and len(base.rsplit("/", 1)[-1]) <= NAME_MAX
+        return base + "/" if slash else base
 
     def flags(self) -> int:
         rnd = self.rnd
@@ -275,10 +317,36 @@ class _Gen:
 
     def length(self) -> int:
         rnd, unit = self.rnd, self.unit
-        if rnd.random() < .01:
-            return BIG
+        if rnd.random() < .05:
+            return self.long_length()
         return rnd.choice([0, 1, 100, PAGE_SIZE, unit, unit + 904, PAGE_SIZE - 1,
-                           rnd.randrange(self.maxlen // 2)])
+                           PAGE_SIZE + 1, rnd.randrange(self.maxlen // 2)])
+
+    def long_length(self) -> int:
+        """A bulk transfer: a :data:`SCALES` size, one byte or a sector either side of
+        it, an odd length or an odd number of sectors between it and twice it (a
+        multiple of no power of two above 512), or a few MiB and some."""
+        rnd = self.rnd
+        scale = rnd.choice(SCALES)
+        pick = rnd.randrange(6)
+        if pick < 3:
+            return scale + rnd.choice([-512, -1, 0, 1, 512, -1, 1])
+        if pick == 3:
+            return rnd.randrange(scale, 2 * scale) | 1
+        if pick == 4:
+            return rnd.randrange(scale // 512, 2 * scale // 512) * 512 | 512
+        return rnd.randrange(3, 6) * BIG + rnd.randrange(1, PAGE_SIZE)
+
+    def fill(self) -> Fill:
+        """A write's data: mostly random, else zeroes, 0xff or one other byte."""
+        pick = self.rnd.random()
+        if pick < .8:
+            return self.next_tag()
+        if pick < .9:
+            return "00"
+        if pick < .95:
+            return "ff"
+        return f"{self.rnd.randrange(1, 255):02x}"
 
     def offset(self) -> int | Anchor:
         rnd, unit = self.rnd, self.unit
@@ -292,8 +360,9 @@ class _Gen:
             return MAX_LFS_FILESIZE - rnd.choice([0, 1, 4, 100, PAGE_SIZE - 1, PAGE_SIZE,
                                                   PAGE_SIZE + 1, 2 * PAGE_SIZE, unit,
                                                   unit + PAGE_SIZE])
-        if region < .32:
-            return rnd.randrange(4) * BIG
+        if region < .33:
+            return rnd.choice(SCALES) * rnd.randrange(1, 4) + rnd.choice([-1, 0, 1, -512,
+                                                                          512])
         return rnd.choice([0, unit, 3 * unit, unit - 1, unit + 1, PAGE_SIZE,
                            rnd.randrange(self.maxlen), rnd.randrange(16) * unit // 2])
 
@@ -306,6 +375,30 @@ class _Gen:
     def next_tag(self) -> int:
         self.tag += 1
         return self.tag
+
+    def scenario(self) -> list[Op]:
+        """Calls in a row that random draws seldom line up, on one file through two
+        descriptors: data written through one and fsynced through the other, evicted,
+        read back, overwritten with zeroes or the same bytes, fsynced through the
+        first, evicted and read back again."""
+        rnd = self.rnd
+        name = rnd.choice(FLAT[:2] + LONG_NAMES[1:2] + LONG_NAMES[3:])
+        first, second = rnd.sample(range(SLOTS), 2)
+        create = os.O_RDWR | os.O_CREAT
+        length = rnd.choice([1, 100, PAGE_SIZE - 1, self.unit, self.unit + 904,
+                             self.long_length()])
+        offset = rnd.choice([0, 1, PAGE_SIZE, self.unit, rnd.randrange(self.maxlen)])
+        tag = self.next_tag()
+        evict: list[Op] = [("drop_caches", name)] if "drop_caches" in self.families else []
+        self.opened(first, name, create)
+        self.opened(second, name, os.O_RDWR)
+        self.live.pop(first, None)
+        return [("open", first, name, create), ("open", second, name, os.O_RDWR),
+                ("pwrite", first, length, offset, tag), ("fsync", second), *evict,
+                ("pread", second, length, offset),
+                ("pwrite", second, length, offset, rnd.choice(["00", f"same {tag}"])),
+                ("fsync", first), *evict, ("pread", second, length, offset),
+                ("close", first)]
 
     def op(self, kind: str) -> Op:
         rnd, slot = self.rnd, self.slot
@@ -322,7 +415,13 @@ class _Gen:
         if kind == "pread":
             return (kind, slot("r"), self.length(), self.offset())
         if kind == "pwrite":
-            return (kind, slot("w"), self.length(), self.offset(), self.next_tag())
+            last = self.last_write
+            if last is not None and rnd.random() < .04:
+                return (*last[:4], f"same {last[4]}")
+            op = (kind, slot("w"), self.length(), self.offset(), self.fill())
+            if isinstance(op[3], int) and isinstance(op[4], int):
+                self.last_write = op
+            return op
         if kind == "ftruncate":
             return (kind, slot("w"), rnd.choice([0, 100, self.unit + 904,
                                                  rnd.randrange(self.maxlen), self.offset()]))
@@ -331,7 +430,7 @@ class _Gen:
                     rnd.choice([1, 100, PAGE_SIZE, 9000, self.unit]))
         if kind == "mmap_write":
             return (kind, slot("rw"), self.offset(), rnd.choice([1, 100, 5000, self.unit]),
-                    self.next_tag())
+                    self.fill())
         if kind == "copy_file_range":
             if rnd.random() < .4:       # whole blocks, as a reflink-capable one shares them
                 return (kind, slot("r"), slot("w"), rnd.randrange(1, 4) * self.unit,
@@ -377,7 +476,13 @@ def generate(seed: int, families: frozenset[str], count: int = 600, maxlen: int 
     if not gen.modes and "fallocate" in kinds:
         kinds.remove("fallocate")
     weights = [CALLS[k][0] for k in kinds]
-    return [gen.op(kind) for kind in gen.rnd.choices(kinds, weights, k=count)]
+    ops: list[Op] = []
+    for kind in gen.rnd.choices(kinds, weights, k=count):
+        if gen.rnd.random() < SCENARIOS:
+            ops += gen.scenario()
+        else:
+            ops.append(gen.op(kind))
+    return ops[:count]
 
 
 # -- the log: a failing sequence, saved and replayed ----------------------------------------
@@ -397,6 +502,7 @@ def _tuples(value: Any) -> Any:
 # pread's buffer), so a length is bounded well above any generated one (BIG, a few
 # blocks); offsets are a loff_t's, anchors as :data:`Anchor` says.
 MAX_REPLAY_LENGTH = 64 << 20
+PATH_MAX = 4096
 _LOFF_T = (-(1 << 63), (1 << 63) - 1)
 # Each call's arguments after its name, as generate() makes them.
 _ARGS: dict[str, tuple[str, ...]] = {
@@ -422,6 +528,12 @@ def _bad_argument(kind: str, value: Any) -> str | None:
     if kind == "length":
         return None if _integer(value, 0, MAX_REPLAY_LENGTH) else (
             f"a length from 0 to {MAX_REPLAY_LENGTH >> 20} MiB")
+    if kind == "tag" and isinstance(value, str):
+        byte, same, tag = value.partition("same ")
+        if (not same and re.fullmatch(r"[0-9a-f]{2}", value)) or (
+                same and not byte and tag.isdigit() and int(tag) < 1 << 32):
+            return None
+        return 'data: a tag, two hex digits ("00") or "same TAG"'
     if kind in ("flags", "tag"):
         return None if _integer(value, 0, (1 << 32) - 1) else f"{kind}: an integer of 32 bits"
     if kind == "offset":
@@ -432,8 +544,9 @@ def _bad_argument(kind: str, value: Any) -> str | None:
             return None
         return "an offset (a 64-bit integer or [\"eof\", ALIGN >= 1, DELTA])"
     parts = value.rstrip("/").split("/") if isinstance(value, str) else []
-    if (not parts or value.startswith("/") or "\0" in value or len(value) > 4096
-            or any(part in ("", ".", "..") or len(part) > 255 for part in parts)):
+    # a part may pass NAME_MAX: the generator makes such names, for ENAMETOOLONG
+    if (not parts or value.startswith("/") or "\0" in value or len(value) > PATH_MAX
+            or any(part in ("", ".", "..") for part in parts)):
         return "a relative name without '.' or '..' (like d/c)"
     return None
 
@@ -482,9 +595,9 @@ def describe(op: Op) -> str:
     ``pwrite(slot 1, 100 bytes, at 4096)``."""
     kind, *args = op
     if kind == "pwrite":
-        return f"pwrite(slot {args[0]}, {args[1]} bytes, at {args[2]})"
+        return f"pwrite(slot {args[0]}, {args[1]} bytes{_of(args[3])}, at {args[2]})"
     if kind == "mmap_write":
-        return f"mmap_write(slot {args[0]}, at {args[1]}, {args[2]} bytes)"
+        return f"mmap_write(slot {args[0]}, at {args[1]}, {args[2]} bytes{_of(args[3])})"
     if kind == "open":
         return f"open(slot {args[0]}, {args[1]!r}, {_flags(args[2])})"
     if kind == "copy_file_range":
@@ -495,6 +608,13 @@ def describe(op: Op) -> str:
     if kind in ("close", "fstat", "fsync", "pread", "ftruncate", "mmap_read"):
         return f"{kind}(slot {args[0]}{''.join(f', {a}' for a in args[1:])})"
     return f"{kind}({', '.join(map(repr, args))})"
+
+
+def _of(fill: Fill) -> str:
+    """How :func:`describe` names a write's data when it is not random bytes."""
+    kind = fill_class(fill)
+    return "" if kind == "random" else f" of {kind}" if kind != "one byte" else (
+        f" of 0x{fill}")
 
 
 def _flags(flags: int) -> str:
@@ -536,6 +656,7 @@ class _Slot:
     fd: int = -1
     flags: int = 0
     is_dir: bool = False
+    name: str = ""
 
 
 class Runner:
@@ -607,7 +728,7 @@ class Runner:
                 fs.close(slot.fd)
                 slot.fd = -1
             fd = fs.open(args[1], args[2], 0o644)
-            slots[args[0]] = _Slot(fd, args[2], stat.S_ISDIR(fs.fstat(fd).st_mode))
+            slots[args[0]] = _Slot(fd, args[2], stat.S_ISDIR(fs.fstat(fd).st_mode), args[1])
             return None
         if kind == "close":
             slot = slots[args[0]]
@@ -633,11 +754,11 @@ class Runner:
         if kind == "pread":
             return fs.pread(fd, args[1], args[2])
         if kind == "pwrite":
-            return fs.pwrite(fd, pattern(args[1], args[3]), args[2])
+            return fs.pwrite(fd, data_of(args[1], args[3]), args[2])
         if kind == "mmap_write":
             if not args[2]:
                 return "not sent"
-            return fs.mmap_write(fd, args[1], pattern(args[2], args[3]))
+            return fs.mmap_write(fd, args[1], data_of(args[2], args[3]))
         if kind == "mmap_read":
             return fs.mmap_read(fd, args[1], args[2])
         return getattr(fs, kind)(fd, *args[1:])
@@ -645,14 +766,18 @@ class Runner:
     def two_bad_arguments(self, op: Op) -> bool:
         """Whether ``op`` has a descriptor that cannot do it and an offset out of range
         at once, or is a rename between a directory and its own descendant with a
-        trailing slash on a name: Linux checks those in an order no other implementation
-        has to share (and 7.2 checks a rename's ancestry before its trailing slash,
-        where 6.1 did the other way round)."""
+        trailing slash on a name, or a rename with a name over NAME_MAX: Linux checks
+        those in an order no other implementation has to share (and 7.2 checks a
+        rename's ancestry before its trailing slash, where 6.1 did the other way
+        round)."""
         kind, *args = op
         if kind == "rename":
             old, new = (name.rstrip("/") for name in args)
             nested = old.startswith(new + "/") or new.startswith(old + "/")
-            return nested and any(name.endswith("/") for name in args)
+            # Linux looks a name's length up with the name (simple_lookup): the source's
+            # ENOENT comes before the target's ENAMETOOLONG; the reference walks both first
+            too_long = any(len(part) > NAME_MAX for name in args for part in name.split("/"))
+            return too_long or (nested and any(name.endswith("/") for name in args))
         rng = _range(op)
         if rng is None or kind == "ftruncate":
             return False
@@ -661,6 +786,36 @@ class Runner:
         wrong = (slot.fd < 0 or slot.is_dir
                  or slot.flags & os.O_ACCMODE == (os.O_RDONLY if write else os.O_WRONLY))
         return wrong and (rng[0] < 0 or rng[1] > MAX_LFS_FILESIZE)
+
+    def read_back(self, op: Op) -> Outcome | None:
+        """After ``op`` failed: the size of the file it was aimed at and the bytes of
+        the range it could have touched (up to :data:`BIG` of them), read through the
+        slot's descriptor or, when that cannot read, a new one on the name it was opened
+        by; None when there is no file (a closed slot, a directory)."""
+        rng = _range(op)
+        if rng is None:
+            return None
+        at = op[2] if op[0] == "copy_file_range" else op[1]
+        slot = self.slots[at]
+        if slot.fd < 0 or slot.is_dir:
+            return None
+        size = self.size(at)
+        lo = max(0, rng[0])
+        n = max(0, min(rng[1], lo + BIG, size) - lo)
+        if slot.flags & os.O_ACCMODE != os.O_WRONLY:
+            got = self.apply(("pread", at, n, lo))
+        else:
+            try:
+                fd = self.fs.open(slot.name, os.O_RDONLY)
+            except OSError as exc:
+                return ("err", errno.errorcode.get(exc.errno or 0, exc.errno))
+            try:
+                got = ("ok", self.fs.pread(fd, n, lo))
+            except OSError as exc:
+                got = ("err", errno.errorcode.get(exc.errno or 0, exc.errno))
+            finally:
+                self.fs.close(fd)
+        return ("ok", (size, got))
 
     def close_all(self) -> None:
         for slot, each in enumerate(self.slots):
@@ -751,6 +906,8 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
         a_op, b_op = ours.resolve(op), theirs.resolve(op)
         b = theirs.apply(b_op)
         a = ours.apply(a_op)
+        if coverage.on():
+            _record(a_op, a)
         sent.append(b_op)
         outcomes.append(b)
         if a != b and not (a[0] == b[0] == "err" and (any_errno
@@ -760,6 +917,8 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
                 rng = _range(b_op)
                 detail = first_difference(a[1], b[1], rng[0] if rng else 0, sent)
             raise Mismatch(n, describe(a_op), short(a), short(b), log(), detail)
+        if b[0] == "err":
+            _compare_read_back(ours, theirs, b_op, n, sent, log)
         if b[0] == "ok" and _range(b_op) is not None:
             for slot in {op[1], op[2]} if op[0] == "copy_file_range" else {op[1]}:
                 sa, sb = ours.apply(("fstat", slot)), theirs.apply(("fstat", slot))
@@ -788,6 +947,48 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
                 x, y = x[1], y[1]
         raise Mismatch(None, f"after {len(ops)} ops, {name!r}", short(("ok", x)),
                        short(("ok", y)), log(), detail)
+
+
+def _record(op: Op, outcome: Outcome) -> None:
+    """Tell --folio-coverage what a call sent to the target was given."""
+    kind, *args = op
+    error = outcome[1] if outcome[0] == "err" else None
+    if kind in ("pwrite", "pread"):
+        coverage.record(kind, length=args[1], offset=args[2], error=error,
+                        data=fill_class(args[3]) if kind == "pwrite" else None)
+    elif kind in ("mmap_write", "mmap_read"):
+        coverage.record(kind, offset=args[1], length=args[2], error=error,
+                        data=fill_class(args[3]) if kind == "mmap_write" else None)
+    elif kind == "fallocate":
+        coverage.record(f"fallocate {args[1]:#x}", offset=args[2], length=args[3], error=error)
+    elif kind == "ftruncate":
+        coverage.record(kind, length=args[1], error=error)
+    elif kind == "copy_file_range":
+        coverage.record(kind, length=args[2], offset=args[4], error=error)
+    elif kind in ("open", "unlink", "mkdir", "rmdir", "rename", "listdir", "stat",
+                  "drop_caches"):
+        coverage.record(kind, name=args[1] if kind in ("open", "rename") else args[0],
+                        error=error)
+    else:
+        coverage.record(kind, error=error)
+
+
+def _compare_read_back(ours: Runner, theirs: Runner, op: Op, n: int, sent: list[Op],
+                       log: Callable[[], list[str]]) -> None:
+    """A failed call must leave its file as the oracle's: the size, and the bytes of
+    the range it could have touched (a write that fails after storing part of it)."""
+    sa, sb = ours.read_back(op), theirs.read_back(op)
+    if sa == sb or sb is None or sa is None:
+        return
+    what = f"{describe(op)} failed, then reading back what it could touch"
+    (_, (size_a, got_a)), (_, (size_b, got_b)) = sa, sb
+    if size_a != size_b:
+        raise Mismatch(n, what, f"size {size_a}", f"size {size_b}", log())
+    detail = ""
+    if isinstance(got_a[1], bytes) and isinstance(got_b[1], bytes):
+        rng = _range(op)
+        detail = first_difference(got_a[1], got_b[1], max(0, rng[0]) if rng else 0, sent)
+    raise Mismatch(n, what, short(got_a), short(got_b), log(), detail)
 
 
 Pair = Callable[[], AbstractContextManager[tuple[AnyFileSystem, AnyFileSystem]]]

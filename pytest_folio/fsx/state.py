@@ -16,11 +16,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from pytest_folio import coverage
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.artifacts import read_target_file, save_failure
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.expected import DataPattern, FileModel
-from pytest_folio.fsx.log import FL_CLOSE_OPEN, FL_NONE, FL_SKIPPED, OP_FSYNC, OP_NAMES, LogEntry
+from pytest_folio.fsx.log import (
+    FL_CLOSE_OPEN,
+    FL_NONE,
+    FL_SKIPPED,
+    OP_FSYNC,
+    OP_MAPWRITE,
+    OP_NAMES,
+    OP_TRUNCATE,
+    OP_WRITE,
+    LogEntry,
+)
 from pytest_folio.fsx.probe import Capabilities
 from pytest_folio.fsx.report import (
     FsxFailure,
@@ -64,6 +75,19 @@ class _CountsByName:
     def __get__(self, state: object, owner: type | None = None) -> Counter[str]:
         counts: list[int] = getattr(state, self.counts)
         return Counter({OP_NAMES[op]: n for op, n in enumerate(counts) if n})
+
+
+def _record(op: int, args: tuple[int, ...]) -> None:
+    """Tell --folio-coverage what an fsx operation was given: ``args`` are its offset
+    and length (a truncate's: 0 and the new size), then the size before it."""
+    name = f"fsx {OP_NAMES[op]}"
+    if op == OP_FSYNC:
+        coverage.record(name)
+    elif op == OP_TRUNCATE:
+        coverage.record(name, length=args[1])
+    else:
+        coverage.record(name, offset=args[0], length=args[1],
+                        data="random" if op in (OP_WRITE, OP_MAPWRITE) else None)
 
 
 class FsxState:
@@ -150,6 +174,8 @@ class FsxState:
             self._n_skipped_noop[op] += 1
         else:
             self._n_done[op] += 1
+            if coverage.on():
+                _record(op, args)
 
     def _log_disabled(self, op: int, args: tuple[int, ...], flags: int = FL_NONE, *,
                       unsupported: bool) -> None:

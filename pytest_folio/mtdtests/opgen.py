@@ -104,8 +104,10 @@ class OpMaker:
             return Op("erase", start, 2 * self.layout.erasesize)
         offset = size - rng.choice((0, 1, PAGE_SIZE, rng.randrange(1, 600)))
         length = size - offset + rng.choice((1, 1, PAGE_SIZE))
+        # data unlike what is there: a write that stores part of itself before it
+        # fails must show
         return Op("read", offset, length) if kind == "read" else Op(
-            "write", offset, length, "same")
+            "write", offset, length, "rand", rng.getrandbits(32))
 
     def edge(self, zero_length: bool) -> list[Op]:
         """One of the interface's edges (see the module docstring)."""

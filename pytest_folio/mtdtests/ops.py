@@ -27,6 +27,7 @@ import random
 from collections.abc import Callable, Iterable
 from typing import cast
 
+from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
@@ -35,6 +36,8 @@ from pytest_folio.mtdtests.oracle import OK, FlashOracle, Outcome
 from pytest_folio.targets.protocols import MTD_RAM, DropCaches, MTDDevice, Reopenable
 
 _PAGE_FILLS = ("ff", "00", "same", "rand", "rand")
+_FILL_CLASS = {"rand": "random", "ff": "0xff", "00": "zero", "same": "same as there",
+               "pages": "mixed pages"}
 
 # -- write data -------------------------------------------------------------------------
 
@@ -201,6 +204,12 @@ class MTDFsx:
             current = self.model.contents(op.offset, op.length)
             data = make_data(op, current.ljust(op.length, b"\xff"), self.layout.clear_only)
         got = self._apply(self.dev, op, data, "")
+        if coverage.on():
+            ranged = op.kind in ("read", "write", "erase")
+            coverage.record(f"mtd {op.kind}", offset=op.offset if ranged else None,
+                            length=op.length if ranged else None,
+                            data=_FILL_CLASS.get(op.fill) if op.kind == "write" else None,
+                            error=got.error)
         error = self.model.check(op.kind, op.offset, op.length)
         if op.kind == "erase" and error is None and self._unaligned(op):
             return self._unaligned_erase(op, got)
@@ -218,6 +227,7 @@ class MTDFsx:
             raise self._fail(op, f"{sides[0]} {got.describe()}, {sides[1]} "
                                  f"{expected.describe()}")
         if got.error is not None:
+            self._check_untouched(op)
             return got
         self.counts[op.kind] += 1
         if op.kind == "read":
@@ -228,6 +238,24 @@ class MTDFsx:
         elif op.kind == "erase":
             self.model.erase(op.offset, op.length)
         return got
+
+    def _check_untouched(self, op: Op) -> None:
+        """After ``op`` failed: the part of its range on the device still holds what it
+        held (a write past the end that stores its first part before EINVAL is a bug)."""
+        if op.kind not in ("write", "erase") or op.offset >= self.layout.size:
+            return
+        offset = max(0, op.offset)
+        length = min(op.offset + op.length, self.layout.size) - offset
+        if length <= 0:
+            return
+        try:
+            got = bytes(self.dev.read(offset, length))
+        except Exception as exc:
+            raise self._fail(op, f"it failed, then reading back {length:#x} bytes at "
+                                 f"{offset:#x} raised {type(exc).__name__}: {exc}") from exc
+        problem = self.difference(offset, got, self.model.contents(offset, length))
+        if problem:
+            raise self._fail(op, f"it failed, but changed what it could touch: {problem}")
 
     def _apply(self, dev: MTDDevice, op: Op, data: bytes, who: str) -> Outcome:
         try:

@@ -288,3 +288,16 @@ def test_a_copy_that_claims_more_than_it_copied_still_differs() -> None:
 def test_a_nested_rename_with_a_trailing_slash_may_fail_for_either_reason(
         op: tuple[str, str, str], either: bool) -> None:
     assert Runner(Ramfs()).two_bad_arguments(op) is either
+
+
+def test_a_replayed_log_takes_every_data_form_the_generator_writes() -> None:
+    """A write's data in a .fsdiff is a tag, one repeated byte or an earlier write's
+    bytes; anything else is refused naming the line."""
+    from pytest_folio.fsx.oracle import LOG_HEADER, load_ops
+
+    text = "\n".join([LOG_HEADER, '["pwrite", 0, 10, 0, 5]', '["pwrite", 0, 10, 0, "ff"]',
+                      '["mmap_write", 0, 0, 10, "same 5"]'])
+    assert [op[-1] for op in load_ops(text)] == [5, "ff", "same 5"]
+    for bad in ('"zz"', '"same x"', '"fff"', "-1"):
+        with pytest.raises(ValueError, match="log:2: pwrite argument 4 must be"):
+            load_ops(f'{LOG_HEADER}\n["pwrite", 0, 10, 0, {bad}]')

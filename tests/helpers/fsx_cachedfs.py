@@ -33,6 +33,7 @@ from pytest_folio.targets.protocols import (
 )
 
 MAX_FILE_SIZE = (1 << 63) - 1       # s_maxbytes of a 64-bit kernel's ramfs and tmpfs
+NAME_MAX = 255
 MODE_MASK = (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE
              | FALLOC_FL_INSERT_RANGE)
 _FEATURE = {0: "fallocate", FALLOC_FL_PUNCH_HOLE: "punch_hole",
@@ -96,9 +97,17 @@ class CachedFS:
         """The normalised name; ENOENT or ENOTDIR when a directory on the way is missing
         or is a file."""
         parts = [p for p in path.split("/") if p not in ("", ".")]
-        for i in range(1, len(parts)):
-            self.walk_into(self.names.get("/".join(parts[:i])), path)
+        for i, part in enumerate(parts):
+            if i:
+                self.walk_into(self.names.get("/".join(parts[:i])), path)
+            self.check_name(part, path)
         return "/".join(parts)
+
+    @staticmethod
+    def check_name(part: str, path: str) -> None:
+        """ENAMETOOLONG for a name longer than NAME_MAX, checked as the walk reaches it."""
+        if len(part) > NAME_MAX:
+            raise fail(errno.ENAMETOOLONG, path)
 
     @staticmethod
     def walk_into(parent: Inode | None, path: str) -> None:

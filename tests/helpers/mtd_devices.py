@@ -1019,6 +1019,26 @@ UNNAMED_BUGS: dict[str, type[FolioCacheMTD]] = {
 }
 
 
+# ---- the state after a failed call (issue 32) -----------------------------------------
+
+
+class PastTheEndWriteStoresItsFirstPart(FolioCacheMTD):
+    """A write running past the end stores the part before the end, then fails with
+    EINVAL (the range check done per folio, after the folios before it were written)."""
+
+    def write(self, offset: int, data: bytes) -> None:
+        self._writeable()
+        if 0 <= offset < self.size < offset + len(data):
+            self._write(offset, bytes(data[:self.size - offset]))   # bug: check first
+        super().write(offset, data)
+
+
+RANGE_BUGS: dict[str, type[FolioCacheMTD]] = {
+    "past_the_end_write_stores_its_first_part": PastTheEndWriteStoresItsFirstPart,
+}
+BROKEN.update(RANGE_BUGS)
+
+
 FOLIO_CACHE_BUGS: dict[str, type[FolioCacheMTD]] = {
     "eviction_drops_dirty": EvictionDropsDirty,
     "whole_folio_write_not_read_not_dirty": WholeFolioWriteNotReadNotDirty,

@@ -208,10 +208,11 @@ def test_the_reference_runs_with_a_partial_last_folio_and_drops_clean_folios() -
     assert fsx.counts["drop"] > 0
     ref.write(0, b"\x00" * 10)                         # dirty: stays cached
     ref.sync()
-    ref.write(16384, b"\x00" * 10)
+    changed = bytes(b ^ 0xFF for b in ref.read(16384, 10))   # unlike what is there
+    ref.write(16384, changed)
     ref.drop_caches()
     assert [f.index for f in ref.mapping.folios()] == [4]
-    assert ref.read(0, 16394)[:10] == bytes(10) and ref.read(16384, 10) == bytes(10)
+    assert ref.read(0, 16394)[:10] == bytes(10) and ref.read(16384, 10) == changed
 
 
 def test_a_failure_shrinks_to_a_few_operations_that_point_at_the_bad_byte() -> None:

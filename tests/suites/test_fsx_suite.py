@@ -13,7 +13,8 @@ from pytest_folio.files import name_for
 from pytest_folio.fsx.log import FL_KEEP_SIZE, OP_NAMES, read_fsxops
 
 # test_fsx alone, without its aligned, large-file and Hypothesis siblings
-FSX_ONLY = "test_fsx and not hypothesis and not aligned and not large_file"
+FSX_ONLY = ("test_fsx and not hypothesis and not aligned and not large_file "
+            "and not long_transfers")
 
 USER_MODULE = """
 import pytest
@@ -198,20 +199,21 @@ def test_a_recorded_log_replays_where_its_options_are_and_skips_elsewhere(
               "--folio-block-sizes=4k", "-k", "test_fsx and not hypothesis")
     recorded = pytester.runpytest(*module, f"--folio-fsx-dir={pytester.path / 'logs'}",
                                   "--folio-fsx-ops=300")
-    recorded.assert_outcomes(passed=4)
+    recorded.assert_outcomes(passed=5)
     logs = {re.sub(r"-[0-9a-f]{12}\.fsxops$", "", p.name): p
             for p in (pytester.path / "logs").glob("*.fsxops")}
     plain, aligned = logs["TestFsx_test_fsx_4K"], logs["TestFsx_test_fsx_page_aligned_4K"]
-    # test_fsx's log: the large file's options replay it too; the aligned ones skip
+    # test_fsx's log: the large file's and long transfers' options replay it too; the
+    # aligned ones skip
     replay = pytester.runpytest(*module, f"--folio-fsx-replay={plain}")
-    replay.assert_outcomes(passed=2, skipped=2)
+    replay.assert_outcomes(passed=3, skipped=2)
     replay.stdout.fnmatch_lines([f"SKIPPED [[]2] * --folio-fsx-replay {plain}: recorded by "
                                  "*TestFsx::test_fsx[[]4K] with fsx's default options, this "
                                  "test runs with fsx options '-r 4096 -t 4096 -w 4096'"])
     # the page-aligned log: block-aligned at 4K blocks has its options
     replay = pytester.runpytest(*module, f"--folio-fsx-replay={aligned}")
-    replay.assert_outcomes(passed=2, skipped=2)
-    replay.stdout.fnmatch_lines([f"SKIPPED [[]2] * --folio-fsx-replay {aligned}: recorded "
+    replay.assert_outcomes(passed=2, skipped=3)
+    replay.stdout.fnmatch_lines([f"SKIPPED [[]3] * --folio-fsx-replay {aligned}: recorded "
                                  "by *TestFsx::test_fsx_page_aligned[[]4K] with fsx options "
                                  "'-r 4096 -t 4096 -w 4096', this test runs with fsx's "
                                  "default options"])
