@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from pytest_folio.files import write_file
+
 KSFT_SKIP = 4
 DEBUGFS = "/sys/kernel/debug"
 
@@ -109,7 +111,7 @@ def write_log(out: Path, programs: list[tuple[str, str]], missing: list[tuple[st
         run_program(number, name, path, timeout, stamper)
     for number, (name, reason) in enumerate(missing, len(programs) + 1):
         stamper.lines.append(f"{stamper.stamp()}ok {number} {name} # SKIP {reason}")
-    out.write_text("\n".join(stamper.lines) + "\n")
+    write_file(out, "\n".join(stamper.lines) + "\n")
 
 
 def mount_debugfs() -> None:

@@ -12,8 +12,8 @@ without probing paths or reading and parsing files again.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import shlex
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -231,15 +231,17 @@ def settings(config: pytest.Config) -> FolioSettings:
 def _package_module(path: Path) -> str | None:
     """The dotted name of ``path`` when it is a module of this package (its suites):
     pytest_folio.suites.test_fsx for .../suites/test_fsx.py, wherever installed."""
-    import pytest_folio.suites
     resolved = path.resolve()
-    for package in (pytest_folio.suites, sys.modules["pytest_folio"]):
-        for base in package.__path__:
+    for name in ("pytest_folio.suites", "pytest_folio"):
+        # where the package is, found without importing it (the suites are a layer
+        # above this one: only their place on disk is read here)
+        spec = importlib.util.find_spec(name)
+        for base in (spec.submodule_search_locations or []) if spec else []:
             try:
                 rel = resolved.relative_to(Path(base).resolve())
             except ValueError:
                 continue
-            return ".".join([package.__name__, *rel.with_suffix("").parts])
+            return ".".join([name, *rel.with_suffix("").parts])
     return None
 
 

@@ -27,6 +27,7 @@ from pytest_folio.fsx.kernel_powercut import (
     run_until_cut,
 )
 from pytest_folio.fsx.powercut import FsPowerCutRun, data_of
+from pytest_folio.targets import syscalls
 from pytest_folio.vmabi import POWERCUT_ENV
 from tests.helpers.fsx_powercut import (
     FsyncCommitsWithoutTheData,
@@ -133,6 +134,7 @@ def test_the_guests_fsync_also_syncs_the_directory(tmp_path: Path,
         synced.append(os.readlink(f"/proc/self/fd/{n}"))
         real(n)
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(syscalls, "fsync", fsync)     # the directory target's raw call
     fs.fsync(fd)
     fs.umount()
     assert synced == [str(Path(fs.root) / "a"), fs.root]
