@@ -88,6 +88,10 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-timeout", "fail a test that runs longer than SECONDS, printing where it hung, "
      "and go on with the run; also bounds the factory checks before the tests (0: no "
      "limit)", "0", "string"),
+    ("--folio-power-cut-rules", "what the file-system power-cut suites require after a "
+     "cut: fsync (what fsync promises; the default for a factory) or ordered (that, and "
+     "an extension's data before its size; the default for the kernel's ext4 and XFS)",
+     None, "string"),
 ]
 
 
@@ -224,6 +228,7 @@ class FolioSettings:
     race_seconds: float = 2.0
     shrink_seconds: float | None = None
     ktap: Path | None = None
+    power_cut_rules: str | None = None   # None: each suite's own default
 
     def shrink_budget(self, default: float) -> float:
         """A suite's shrinking budget: ``--folio-shrink-seconds`` when given, else the
@@ -380,6 +385,12 @@ def _timeout(text: str) -> float:
     return value
 
 
+def _power_cut_rules(text: str) -> str:
+    from pytest_folio.fsx.powercut import check_rules
+
+    return check_rules(text.strip().lower())
+
+
 def _failures_dir(text: str) -> Path | None:
     if text.lower() == "off":
         return None
@@ -476,6 +487,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         race_seconds=given.parse("--folio-race-seconds", _positive_seconds) or 2.0,
         shrink_seconds=given.parse("--folio-shrink-seconds", _seconds),
         ktap=given.parse("--folio-ktap", _ktap_log),
+        power_cut_rules=given.parse("--folio-power-cut-rules", _power_cut_rules),
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

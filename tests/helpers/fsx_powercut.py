@@ -77,6 +77,20 @@ class PowerCutFS(CachedFS):
                 tail[size % bs:] = bytes(bs - size % bs)
 
 
+class WritebackModeFS(PowerCutFS):
+    """A correct file system without ordered mode's promise, as ext2 or ext4 with
+    ``data=writeback`` are: a commit writes every file's size and the directory, but only
+    the fsync'd file's data, so a file extended since its own fsync may be found at its
+    new size with zeros where its data had not reached the disk. fsync's rules allow it,
+    ordered mode's do not."""
+
+    def commit(self, inode: Inode) -> None:
+        super().commit(inode)
+        for other in self.names.values():        # the journal holds every inode
+            if not other.is_dir:
+                self.disk_size[other.ino] = other.size
+
+
 class FsyncCommitsWithoutTheData(PowerCutFS):
     """fsync commits the size and the names but leaves the data in the cache (dirty: it
     reaches the disk at eviction or the last close): an fdatasync/fsync mix-up."""
@@ -87,7 +101,8 @@ class FsyncCommitsWithoutTheData(PowerCutFS):
 
 class SizeBeforeData(PowerCutFS):
     """A write that extends a file logs the new size at once, while the data waits in
-    the cache: after a cut the file is as long as the write made it, with zeros in it."""
+    the cache: after a cut the file is as long as the write made it, with zeros in it.
+    A bug of a file system that promises ordered mode; fsync's rules allow it."""
 
     def extend(self, inode: Inode, end: int) -> None:
         super().extend(inode, end)
@@ -102,4 +117,7 @@ class FsyncLeavesTheNameBehind(PowerCutFS):
         self.disk_size[inode.ino] = inode.size      # bug: the directory is not committed
 
 
-POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, SizeBeforeData, FsyncLeavesTheNameBehind]
+POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, FsyncLeavesTheNameBehind]
+"""Bugs that break fsync's promise: caught under either rules."""
+ORDERED_BUGS = [SizeBeforeData]
+"""Bugs that break only ordered mode's promise: caught under ``ordered`` rules."""
