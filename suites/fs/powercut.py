@@ -21,6 +21,7 @@ from pytest_folio.fsx.powercut import (
     fs_powercut_ops,
     powercut_features,
 )
+from pytest_folio.params import item_params
 from pytest_folio.powercut import cut_report
 from pytest_folio.session import settings
 from pytest_folio.suites.fs.base import _Base
@@ -63,7 +64,8 @@ class FsPowerCut(_Base):
         fails_with = None
         if target.kind != "path" and getattr(type(self), "filesystem", None) is None:
             def fails_with(ops: list[FsOp]) -> str | None:
-                with target.open(fs.blocksize) as fresh:
+                with target.open(fs.blocksize,
+                                 cache_bytes=item_params(request.node).cache_bytes) as fresh:
                     try:
                         FsPowerCutRun(fresh, rules=rules).run(ops)
                     except FsPowerCutFailure as again:
