@@ -18,7 +18,7 @@ passes on them, since they differ only in what is on the disk at a cut.
 from __future__ import annotations
 
 from pytest_folio.model.constants import PAGE_SIZE
-from tests.helpers.fsx_cachedfs import CachedFS, Inode
+from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode
 
 
 class PowerCutFS(CachedFS):
@@ -117,7 +117,54 @@ class FsyncLeavesTheNameBehind(PowerCutFS):
         self.disk_size[inode.ino] = inode.size      # bug: the directory is not committed
 
 
+class ReclaimForgetsTheWriteback(PowerCutFS):
+    """Reclaim frees a dirty folio without writing it back: what it evicted before the
+    next fsync is neither in the cache nor on the disk."""
+
+    def reclaim(self, folio: Folio) -> None:
+        del self.cache[self.key(folio.inode, folio.index)]   # bug: no writeback first
+
+
+class WritebackDropsTheFilesLastByte(PowerCutFS):
+    """Writeback of the folio that holds a file's last byte stores one byte short (the
+    end computed from ``i_size - 1``): the byte is right in the cache, and what the disk
+    has there (zero, or an older byte) after eviction or a power cut."""
+
+    def writeback(self, folio: Folio) -> None:
+        inode, bs = folio.inode, self.blocksize
+        last = inode.size - 1 - folio.index * bs
+        old = inode.store.get(folio.index)
+        super().writeback(folio)
+        if 0 <= last < bs:                               # bug: the last byte not copied
+            inode.store[folio.index][last] = old[last] if old is not None else 0
+
+
+class FsyncStopsAt1MiB(PowerCutFS):
+    """fsync writes back the file's dirty folios of its first MiB only (a writeback range
+    of 1 MiB where the whole file was meant), then commits the size: the rest is lost
+    at a power cut unless eviction saved it."""
+
+    def fsync(self, fd: int) -> None:
+        inode = self.file(fd).inode
+        for folio in self.cached(inode):
+            if folio.dirty and folio.index * self.blocksize < 1 << 20:   # bug
+                self.writeback(folio)
+        self.commit(inode)
+
+
+class MappedStoresNeverDirty(PowerCutFS):
+    """Stores through a shared mapping never mark the folio dirty (no page_mkwrite):
+    they read back from the cache, and neither fsync nor eviction writes them out."""
+
+    def page_mkwrite(self, folio: Folio) -> None:
+        return None                                       # bug: folio not marked dirty
+
+
 POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, FsyncLeavesTheNameBehind]
 """Bugs that break fsync's promise: caught under either rules."""
 ORDERED_BUGS = [SizeBeforeData]
 """Bugs that break only ordered mode's promise: caught under ``ordered`` rules."""
+DURABILITY_BUGS = [ReclaimForgetsTheWriteback, WritebackDropsTheFilesLastByte,
+                   FsyncStopsAt1MiB, MappedStoresNeverDirty]
+"""Data lost on its way to the disk: the power-cut suites catch each (other suites may
+too)."""

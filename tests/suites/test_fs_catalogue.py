@@ -13,10 +13,12 @@ import pytest
 
 from pytest_folio.suites.fs import FsNamespace, FsPowerCut
 from tests.helpers.fsx_broken import BUGS, CACHED_BUGS, DIFFERENTIAL_BUGS
-from tests.helpers.fsx_powercut import ORDERED_BUGS, POWER_CUT_BUGS
+from tests.helpers.fsx_powercut import DURABILITY_BUGS, ORDERED_BUGS, POWER_CUT_BUGS
 
+DURABILITY = [f"tests.helpers.fsx_powercut:{bug.__name__}" for bug in DURABILITY_BUGS]
 CATALOGUE = ([f"tests.helpers.fsx_broken:{bug.__name__}.factory" for bug in BUGS]
-             + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
+             + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS]
+             + DURABILITY)
 # the wrappers' healthy base at one block size: CachedFS itself runs at all of them
 CORRECT = [("tests.helpers.fsx_cachedfs:CachedFS",),
            ("tests.helpers.fsx_broken:PassThrough.factory", "--folio-block-sizes=4k"),
@@ -145,6 +147,16 @@ def test_a_power_cut_failure_is_shrunk_within_the_default_budget(
     assert f"broke {rule}: " in out, out[-3000:]
     found = REPRODUCTION.search(out)
     assert found is not None and all(word in found.group(1) for word in extra)
+
+
+@pytest.mark.parametrize("spec", DURABILITY, ids=[s.split(":")[1] for s in DURABILITY])
+def test_each_durability_bug_is_caught_by_the_power_cut_suites(pytester: pytest.Pytester,
+                                                               spec: str) -> None:
+    result = default_suites(pytester, spec, "-k", "test_fs_powercut")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    assert "broke fsync's promise: " in out, out[-3000:]
+    assert REPRODUCTION.search(out), out[-3000:]
 
 
 def test_a_writeback_mode_file_system_passes_under_fsync_rules_not_ordered_ones(
