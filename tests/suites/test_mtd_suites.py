@@ -104,8 +104,12 @@ CAUGHT_BY = {
     'worn_eraseblock_stops_erasing': {'test_mtd_fsx', 'test_stress'},
     # crash-only: caught by the power-cut suites and by nothing else
     'sync_without_flush': POWER_CUT_TESTS,
-    'sync_writes_the_wrong_pages': {'test_power_cut_after_every_sync_keeps_what_was_synced'},
+    'sync_writes_the_wrong_pages': POWER_CUT_TESTS,
     'erase_queued_past_sync': POWER_CUT_TESTS,
+    # durability bugs: every power-cut test catches them, at the device's end or past 1 MiB
+    'writeback_drops_the_last_byte': POWER_CUT_TESTS | {
+        'test_mtd_fsx', 'test_torture', 'test_speed'},
+    'sync_stops_at_1mib': POWER_CUT_TESTS | {'test_mtd_fsx'},
 }
 
 # Devices opened as --folio-mtd=tests.helpers.mtd_devices:NAME opens them, at each geometry
