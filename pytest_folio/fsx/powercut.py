@@ -30,12 +30,16 @@ import dataclasses
 import os
 import random
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
+    CopyFileRange,
+    Fallocate,
     FileSystem,
+    MappedIO,
     PowerCut,
     features_of,
     power_cut_unit,
@@ -365,13 +369,13 @@ class FsPowerCutRun:
             data = data_of(op)[:max(0, len(f.now) - op.offset)]
             if data:
                 if fs is not None:
-                    fs.mmap_write(fd, op.offset, data)    # type: ignore[attr-defined]
+                    cast(MappedIO, fs).mmap_write(fd, op.offset, data)
                 f.put(op.offset, data)
         elif op.kind == "copy":
             self.copy(f, op)
         elif op.kind == "fallocate":
             if fs is not None:
-                fs.fallocate(fd, op.tag, op.offset, op.length)   # type: ignore[attr-defined]
+                cast(Fallocate, fs).fallocate(fd, op.tag, op.offset, op.length)
             end = op.offset + op.length
             if op.tag & (FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE):
                 zeros = min(end, len(f.now)) if op.tag & FALLOC_FL_KEEP_SIZE else end
@@ -393,7 +397,7 @@ class FsPowerCutRun:
         if self.fs is not None:
             self.opened(op.to, "", 0)
             while done < want:
-                n = self.fs.copy_file_range(     # type: ignore[attr-defined]
+                n = cast(CopyFileRange, self.fs).copy_file_range(
                     src.fds[0], f.fds[op.fd], want - done, op.src_offset + done,
                     op.offset + done)
                 if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= want - done:
