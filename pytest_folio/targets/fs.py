@@ -73,8 +73,8 @@ class FsTarget(Target[AnyFileSystem]):
 
     @property
     def takes_cache_bytes(self) -> bool:
-        """Whether the target is a factory that takes ``cache_bytes`` (by name, or
-        through ``**kwargs``): the kit bounds its cache on part of the runs."""
+        """Whether the target is a factory that takes ``cache_bytes``: the kit bounds
+        its cache on part of the runs."""
         return self.kind == "factory" and takes_cache_bytes(self.spec.factory)
 
     @contextmanager
@@ -153,15 +153,15 @@ class FsTarget(Target[AnyFileSystem]):
 
 
 def takes_cache_bytes(factory: Callable[..., Any] | None) -> bool:
-    """Whether ``factory`` takes a ``cache_bytes=`` keyword (by name, or ``**kwargs``)."""
+    """Whether ``factory`` names a ``cache_bytes`` keyword parameter (``**kwargs`` alone
+    says nothing: such a factory would get the bounded runs and may ignore the bound)."""
     if factory is None:
         return False
     try:
         params = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any((p.name == "cache_bytes" and p.kind is not p.POSITIONAL_ONLY)
-               or p.kind is p.VAR_KEYWORD for p in params)
+    return any(p.name == "cache_bytes" and p.kind is not p.POSITIONAL_ONLY for p in params)
 
 
 def writeback_unreached(target: FsTarget, fs: object) -> str | None:

@@ -24,9 +24,9 @@ from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode
 class PowerCutFS(CachedFS):
     """CachedFS on a disk that keeps what was written back and committed."""
 
-    def __init__(self, blocksize: int = PAGE_SIZE, root: str | None = None,
-                 **kwargs: object) -> None:
-        super().__init__(blocksize, root, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, blocksize: int = PAGE_SIZE, root: str | None = None, *,
+                 cache_bytes: int = 1 << 20) -> None:
+        super().__init__(blocksize, root, cache_bytes=cache_bytes)
         self.power_cut_unit = blocksize          # a folio is one block, written whole
         self.disk_names: dict[str, Inode] = dict(self.names)
         self.disk_size: dict[int, int] = {}

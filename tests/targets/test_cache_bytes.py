@@ -28,7 +28,8 @@ def run(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
 
 def test_which_factories_take_it() -> None:
     assert takes_cache_bytes(CachedFS)
-    assert takes_cache_bytes(lambda blocksize, **kwargs: None)
+    assert takes_cache_bytes(lambda blocksize, *, cache_bytes=None: None)
+    assert not takes_cache_bytes(lambda blocksize, **kwargs: None)   # may ignore it
     assert not takes_cache_bytes(PassThrough.factory)
     assert not takes_cache_bytes(MemFS)
     assert not takes_cache_bytes(None)
