@@ -91,6 +91,10 @@ _OPTIONS: list[tuple[str, str, str | None, str]] = [
     ("--folio-coverage", "print at the end, per call, the classes of input the random "
      "suites gave it (lengths, offsets, data, name lengths, errors) and those they did not",
      None, "bool"),
+    ("--folio-power-cut-rules", "what the file-system power-cut suites require after a "
+     "cut: fsync (what fsync promises; the default for a factory) or ordered (that, and "
+     "an extension's data before its size; the default for the kernel's ext4 and XFS)",
+     None, "string"),
 ]
 
 
@@ -227,6 +231,7 @@ class FolioSettings:
     race_seconds: float = 2.0
     shrink_seconds: float | None = None
     ktap: Path | None = None
+    power_cut_rules: str | None = None   # None: each suite's own default
 
     def shrink_budget(self, default: float) -> float:
         """A suite's shrinking budget: ``--folio-shrink-seconds`` when given, else the
@@ -384,6 +389,12 @@ def _timeout(text: str) -> float:
     return value
 
 
+def _power_cut_rules(text: str) -> str:
+    from pytest_folio.fsx.powercut import check_rules
+
+    return check_rules(text.strip().lower())
+
+
 def _failures_dir(text: str) -> Path | None:
     if text.lower() == "off":
         return None
@@ -481,6 +492,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
         shrink_seconds=given.parse("--folio-shrink-seconds", _seconds),
         ktap=given.parse("--folio-ktap", _ktap_log),
         coverage=given.flag("--folio-coverage"),
+        power_cut_rules=given.parse("--folio-power-cut-rules", _power_cut_rules),
     )
     # last: every value above has recorded where it came from
     return FolioSettings(

@@ -33,12 +33,33 @@ class MTDParam:
 
 
 @dataclasses.dataclass(frozen=True)
+class FsParam:
+    """``filesystem``'s indirect parameter when the run bounds the cache of a factory
+    that takes ``cache_bytes``: the block size, and the bound."""
+
+    block_size: int
+    cache_bytes: int
+
+    @property
+    def id(self) -> str:
+        """``4K-cache64K``: the block size, then the cache bound."""
+        return f"{format_size(self.block_size)}-cache{format_size(self.cache_bytes)}"
+
+
+def cache_bound(block_size: int) -> int:
+    """The cache a bounded run gives a factory: 16 blocks (64K at 4K blocks), small
+    enough that every suite's files are pushed through it and evicted."""
+    return 16 * block_size
+
+
+@dataclasses.dataclass(frozen=True)
 class ItemParams:
     """A test's geometry: each field is None when the test does not run at one."""
 
     folio_order: int | None = None
     erasesize: int | None = None
     block_size: int | None = None
+    cache_bytes: int | None = None       # the factory's bounded cache, when the run has one
 
     def labels(self) -> dict[str, str]:
         """As tables and saved runs show them: ``{"folio": "16K", "eb": "4K"}``."""
@@ -49,6 +70,8 @@ class ItemParams:
             out["eb"] = format_size(self.erasesize)
         if self.block_size is not None:
             out["bs"] = format_size(self.block_size)
+        if self.cache_bytes is not None:
+            out["cache"] = format_size(self.cache_bytes)
         return out
 
 
@@ -61,10 +84,14 @@ def decode_params(given: dict[str, Any]) -> ItemParams:
         order, erasesize = device.folio_order, device.erasesize
     elif order is None and isinstance(device, int):   # a user's own indirect order
         order = device
-    block_size = given.get("block_size", given.get("filesystem"))
+    block_size: Any = given.get("block_size", given.get("filesystem"))
+    cache_bytes = None
+    if isinstance(block_size, FsParam):
+        cache_bytes, block_size = block_size.cache_bytes, block_size.block_size
     return ItemParams(folio_order=order if isinstance(order, int) else None,
                       erasesize=erasesize,
-                      block_size=block_size if isinstance(block_size, int) else None)
+                      block_size=block_size if isinstance(block_size, int) else None,
+                      cache_bytes=cache_bytes)
 
 
 def item_params(item: object) -> ItemParams:

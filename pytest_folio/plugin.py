@@ -27,7 +27,7 @@ from pytest_folio.options import (
     parse_unique,
     read_settings,
 )
-from pytest_folio.params import MTDParam, default_erasesizes
+from pytest_folio.params import FsParam, MTDParam, cache_bound, default_erasesizes
 from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.skips import SkipSummary
@@ -171,6 +171,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             for part in wrap(line, indent=" " * (len(line) - len(line.lstrip()) + 4))]
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The session's own summary lines (checks that could not reach writeback)."""
+    for line in session(terminalreporter.config).summary:
+        terminalreporter.write_line(f"folio: {line}")
+
+
 def _marker_values(metafunc: pytest.Metafunc, name: str, parse: Callable[[object], int],
                    show: Callable[[int], str]) -> tuple[int, ...] | None:
     """The closest ``name`` marker's values, parsed; None when the test has no marker."""
@@ -206,13 +212,21 @@ def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
                          ids=[format_size(PAGE_SIZE << o) for o in orders])
 
 
-def parametrize_block_sizes(metafunc: pytest.Metafunc, argname: str) -> None:
+def parametrize_block_sizes(metafunc: pytest.Metafunc, argname: str,
+                            bounded: bool = False) -> None:
     """Parametrize ``argname`` (indirectly) over the run's block sizes, or the test's
-    ``folio_block_sizes`` marker; ids are sizes (``[64K]``)."""
+    ``folio_block_sizes`` marker; ids are sizes (``[64K]``). ``bounded`` adds a run at
+    the first size with the factory's cache bounded (an :class:`~.params.FsParam`,
+    ``[4K-cache64K]``)."""
     marked = _marker_values(metafunc, "folio_block_sizes", parse_block_size_value,
                             lambda b: f"block size {format_size(b)}")
     sizes = settings(metafunc.config).block_sizes if marked is None else marked
-    metafunc.parametrize(argname, sizes, indirect=True, ids=[format_size(b) for b in sizes])
+    params: list[int | FsParam] = list(sizes)
+    if bounded:
+        params.append(FsParam(sizes[0], cache_bound(sizes[0])))
+    metafunc.parametrize(argname, params, indirect=True,
+                         ids=[p.id if isinstance(p, FsParam) else format_size(p)
+                              for p in params])
 
 
 def plugin_fixture_in_use(metafunc: pytest.Metafunc, name: str, module: str) -> bool:
@@ -256,7 +270,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("mtd_device", params, indirect=True, ids=[p.id for p in params])
     if ("filesystem" in names and "block_size" not in names and folio.fs.per_size
             and plugin_fixture_in_use(metafunc, "filesystem", "pytest_folio.fixtures.fs")):
-        parametrize_block_sizes(metafunc, "filesystem")
+        parametrize_block_sizes(metafunc, "filesystem", folio.fs_cache_bound)
     if "folio_order" in names:
         parametrize_orders(metafunc, "folio_order")
     if "block_size" in names:

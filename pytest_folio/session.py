@@ -36,7 +36,13 @@ from pytest_folio.options import FolioSettings
 from pytest_folio.params import default_erasesizes
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.capabilities import lacking_line, offered
-from pytest_folio.targets.fs import FsOracle, FsTarget, resolve_fs_oracle, resolve_fs_target
+from pytest_folio.targets.fs import (
+    FsOracle,
+    FsTarget,
+    resolve_fs_oracle,
+    resolve_fs_target,
+    writeback_unreached,
+)
 from pytest_folio.targets.mtd import (
     MTDTarget,
     check_mtd_read,
@@ -65,12 +71,14 @@ def _in_time(s: FolioSettings, option: str, factory: str) -> Iterator[None]:
                           f"before the tests (it was at {exc})") from None
 
 
-def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str, ...]:
+def _try_factories(s: FolioSettings, mtd: MTDTarget,
+                   fs: FsTarget) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Make one device and one file system of a user's factory and throw them away, so
     that a factory that cannot be called as the plugin calls it, or returns something
     the suites cannot use, is one line before any test rather than an error in each.
-    Returns the header's lines: which optional calls each lacks."""
-    lines = []
+    Returns the header's lines (which optional calls each lacks) and the end-of-run
+    summary's (checks that cannot reach the file system's writeback)."""
+    lines, summary = [], []
     if mtd.kind == "factory":
         with _in_time(s, mtd.option, mtd.spec.text), mtd.open(
                 size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
@@ -82,8 +90,11 @@ def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str,
     if fs.kind == "factory":
         with _in_time(s, fs.option, fs.spec.text), fs.open(s.block_sizes[0]) as made:
             rows = offered(made, "fs")
+            unreached = writeback_unreached(fs, made)
         lines.append(f"fs {fs.label} {lacking_line(rows)}")
-    return tuple(lines)
+        if unreached is not None:
+            summary.append(unreached)
+    return tuple(lines), tuple(summary)
 
 
 def _check_size_maps(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> None:
@@ -146,6 +157,10 @@ class FolioSession:
     _logs: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     # the controller's header lines: the optional calls a factory's target lacks
     header: tuple[str, ...] = ()
+    # whether filesystem tests add a run with the factory's cache bounded (cache_bytes)
+    fs_cache_bound: bool = False
+    # the controller's end-of-run summary lines: checks that cannot reach writeback
+    summary: tuple[str, ...] = ()
 
     @classmethod
     def resolve(cls, s: FolioSettings, decided: dict[str, Any] | None = None) -> FolioSession:
@@ -161,7 +176,8 @@ class FolioSession:
                                             s.source("--folio-mtd-oracle"))
             fs_oracle = resolve_fs_oracle(s.fs_oracle, fs, s.source("--folio-fs-oracle"),
                                           kinds.get("fs_oracle"))
-            header = _try_factories(s, mtd, fs) if decided is None else ()
+            header, summary = _try_factories(s, mtd, fs) if decided is None else ((), ())
+            fs_cache_bound = given.get("fs_cache_bound", fs.takes_cache_bytes)
         except TargetError as exc:
             raise pytest.UsageError(str(exc)) from None
         if decided is None:
@@ -198,14 +214,14 @@ class FolioSession:
         except FsxopsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
         return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, fsx_recorded_by,
-                   logs, header)
+                   logs, header, fs_cache_bound, summary)
 
     def decisions(self) -> dict[str, Any]:
         """What a worker needs to resolve the same session: primitive data only."""
         kinds = {"mtd": self.mtd.kind, "fs": self.fs.kind}
         if self.fs_oracle is not None:
             kinds["fs_oracle"] = self.fs_oracle.kind
-        return {"kinds": kinds, "logs": dict(self._logs)}
+        return {"kinds": kinds, "logs": dict(self._logs), "fs_cache_bound": self.fs_cache_bound}
 
     def target_label(self, fixturenames: object) -> str:
         """How a test's measurements name its target: the ``--folio-mtd`` target's label

@@ -26,6 +26,7 @@ from pytest_folio.fsx.kernel_powercut import (
     fs_type,
     run_until_cut,
 )
+from pytest_folio.fsx.powercut import KERNEL_RULES
 from pytest_folio.powercut import NOT_IN_VM, announce_cut, vm_phase
 from pytest_folio.session import settings
 from pytest_folio.sizes import format_size
@@ -66,7 +67,9 @@ def test_kernel_fs_power_cut_keeps_fsynced_files_reads_the_rest_old_or_new(
     if _phase() != "check":
         pytest.skip("this boot writes and is cut; the next one checks")
     try:
-        result = check_after_cut(format_size(block_size), Path(GUEST_OUT))
+        result = check_after_cut(format_size(block_size), Path(GUEST_OUT),
+                                 rules=settings(request.config).power_cut_rules
+                                 or KERNEL_RULES)
     except KernelPowerCutError as exc:
         pytest.fail(str(exc), pytrace=False)
     request.node.add_report_section("call", "power cut", result.summary)

@@ -82,7 +82,8 @@ def test_the_decisions_are_primitive_data() -> None:
     decisions = FolioSession.resolve(
         dataclasses.replace(SETTINGS, fs_oracle="reference")).decisions()
     assert decisions == {"kinds": {"mtd": "reference", "fs": "reference",
-                                   "fs_oracle": "reference"}, "logs": {}}
+                                   "fs_oracle": "reference"}, "logs": {},
+                         "fs_cache_bound": False}
 
 
 def test_a_bad_spec_is_a_usage_error_of_one_line() -> None:

@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.fsx.powercut import FileStates, FsOp, FsPowerCutRun, fs_powercut_ops, read_files
+from pytest_folio.fsx.powercut import (
+    KERNEL_RULES,
+    FileStates,
+    FsOp,
+    FsPowerCutRun,
+    fs_powercut_ops,
+    read_files,
+)
 from pytest_folio.powercut import CheckResult, read_cut_log, write_cut_log
 from pytest_folio.targets.directory import DirectoryFS
 from pytest_folio.targets.protocols import FileSystem
@@ -101,9 +108,11 @@ def run_until_cut(file_systems: Mapping[str, FileSystem], seed: int,
 
 
 def check_after_cut(label: str, out: Path,
-                    open_fs: Callable[[str], FileSystem] = DirectoryFS) -> CheckResult:
-    """The check boot: replay the cut boot's log on the rules and read the ``label``
-    file system's directory back (``open_fs`` opens it by the path logged)."""
+                    open_fs: Callable[[str], FileSystem] = DirectoryFS,
+                    rules: str = KERNEL_RULES) -> CheckResult:
+    """The check boot: replay the cut boot's log on ``rules`` (ordered mode's, unless
+    ``--folio-power-cut-rules`` says otherwise: ext4 and XFS promise them) and read the
+    ``label`` file system's directory back (``open_fs`` opens it by the path logged)."""
     log = read_cut_log(out / LOG_NAME)
     if log is None:
         raise KernelPowerCutError(f"no {LOG_NAME} on the results share: the cut boot "
@@ -113,7 +122,7 @@ def check_after_cut(label: str, out: Path,
         raise KernelPowerCutError(f"the cut boot wrote no {label} file system (it had "
                                   f"{', '.join(log['file_systems']) or 'none'})")
     ops = [FsOp(**op) for op in log["ops"]]
-    run = FsPowerCutRun(None, PAGE_SIZE)
+    run = FsPowerCutRun(None, PAGE_SIZE, rules)
     run.run(ops)
     fs = open_fs(path)
     try:

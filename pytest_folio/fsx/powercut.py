@@ -1,17 +1,23 @@
-"""Power cuts on file systems: runs of random writes, truncates, fsyncs and renames over
-a few files, a power cut at the end of each round, and after each cut every name, size
-and byte checked against what the cut may leave (docs/powercut.md).
+"""Power cuts on file systems: runs of random writes (through ``pwrite``, shared
+mappings and ``copy_file_range``), fallocates, truncates, fsyncs and renames over a few
+files, each open through two descriptors, a power cut at the end of each round, and after
+each cut every name, size and byte checked against what the cut may leave
+(docs/powercut.md).
 
-The rules, per file, since its last fsync (or since it was created, when it never was):
+Two sets of rules (``--folio-power-cut-rules``). ``fsync``, what fsync promises, per
+file, since its last fsync (or since it was created, when it never was):
 
 - its size is one it has had since then (the fsync'd size when nothing changed it);
 - each ``unit`` (a page, or the target's ``power_cut_unit``) inside that size reads as
-  the unit did in one of the file's states since then, and a unit past the fsync'd size
-  only as in a state whose size covered it: the data of an extension lands before the
-  size does, never zeros or garbage in its place;
+  the unit did in one of the file's states since then, zeros past a state's size
+  included (a hole, or an extension whose size landed before its data), never garbage;
 - it is found under one of the names it has had since then, under one name only; a
   file fsync'd since its last rename, and never replaced since, must be found;
 - and nothing is invented: every name found is one some file has had since its fsync.
+
+``ordered`` adds what ordered-mode journalling promises: a unit past the fsync'd size
+reads only as in a state whose size covered it, so the data of an extension lands before
+the size does, never zeros in its place. Every failure names the rule it broke.
 
 fsync makes the file's data, size and present name durable (as the journalling file
 systems do; POSIX asks for an fsync of the directory for the name). After the cut,
@@ -24,34 +30,81 @@ import dataclasses
 import os
 import random
 from collections.abc import Iterator, Sequence
+from typing import cast
 
-from pytest_folio.targets.protocols import FileSystem, PowerCut, power_cut_unit
+from pytest_folio.targets.protocols import (
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+    CopyFileRange,
+    Fallocate,
+    FileSystem,
+    MappedIO,
+    PowerCut,
+    features_of,
+    power_cut_unit,
+)
 
 SCHEDULES = ("fsync", "writes", "renames")
 NAMES = ("a", "b", "c", "d")
-MAX_END = 192 << 10         # files stay below this: every state is kept whole
+MIB = 1 << 20
+# files stay below this (every state is kept whole): past 1 MiB, the first size where a
+# writeback or fsync limited to a round number stops, and past the default cache of the
+# project's own file systems
+MAX_END = MIB + (256 << 10)
+DESCRIPTORS = 2             # each file is open through this many descriptors
+
+RULES = ("fsync", "ordered")
+DEFAULT_RULES = "fsync"     # a user's file system: what POSIX and fsync(2) promise
+KERNEL_RULES = "ordered"    # the kernel's ext4 and XFS: what their journals promise
+FSYNC_RULE = "fsync's promise"
+ORDERED_RULE = "ordered mode's 'size never before data'"
+UNIT_RULE = "its power_cut_unit"
+
+# fallocate modes a run draws, each with the feature that offers it
+FALLOCATE_MODES = ((0, "fallocate"), (FALLOC_FL_KEEP_SIZE, "fallocate"),
+                   (FALLOC_FL_ZERO_RANGE, "zero_range"),
+                   (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, "punch_hole"))
+
+
+def check_rules(rules: str) -> str:
+    """``rules`` when it names a set of rules, else ValueError."""
+    if rules not in RULES:
+        raise ValueError(f"{rules!r} is not one of {'|'.join(RULES)}")
+    return rules
 
 
 @dataclasses.dataclass(frozen=True)
 class FsOp:
-    """One operation of a run; ``name`` is the file's name when the op runs."""
+    """One operation of a run; ``name`` is the file's name when the op runs, ``fd`` which
+    of its descriptors the op goes through."""
 
-    kind: str               # write, truncate, fsync, rename, cut
+    kind: str               # write, mmap_write, copy, fallocate, truncate, fsync, rename, cut
     name: str = ""
-    offset: int = 0         # write: where; truncate: the new size
+    offset: int = 0         # write, copy, fallocate: where; truncate: the new size
     length: int = 0
-    tag: int = 0            # write: which data
-    to: str = ""            # rename: the new name
+    tag: int = 0            # write, mmap_write: which data; fallocate: its mode
+    to: str = ""            # rename: the new name; copy: the source file's name
+    fd: int = 0
+    src_offset: int = 0     # copy: where in the source
 
     def __str__(self) -> str:
-        if self.kind == "write":
-            return f"write {self.name} {self.offset:#x} {self.length:#x} (data {self.tag})"
+        on = f" (fd {self.fd})" if self.fd else ""
+        if self.kind in ("write", "mmap_write"):
+            return (f"{self.kind} {self.name} {self.offset:#x} {self.length:#x} "
+                    f"(data {self.tag}){on}")
+        if self.kind == "copy":
+            return (f"copy {self.to} {self.src_offset:#x} to {self.name} {self.offset:#x} "
+                    f"{self.length:#x}{on}")
+        if self.kind == "fallocate":
+            return (f"fallocate {self.name} mode {self.tag:#x} {self.offset:#x} "
+                    f"{self.length:#x}{on}")
         if self.kind == "truncate":
-            return f"truncate {self.name} {self.offset:#x}"
+            return f"truncate {self.name} {self.offset:#x}{on}"
         if self.kind == "rename":
             return f"rename {self.name} {self.to}"
         if self.kind == "fsync":
-            return f"fsync {self.name}"
+            return f"fsync {self.name}{on}"
         return "power cut"
 
 
@@ -64,31 +117,56 @@ def data_of(op: FsOp) -> bytes:
     return random.Random(op.tag).randbytes(op.length).replace(b"\0", b"\x5a")
 
 
-def fs_powercut_ops(seed: int, rounds: int, schedule: str) -> list[FsOp]:
+def powercut_features(fs: object) -> frozenset[str]:
+    """The calls beyond pwrite a run may dirty data with on ``fs``: ``mmap``,
+    ``copy_range`` and the fallocate features it offers."""
+    return features_of(fs) & {"mmap", "copy_range", *(f for _, f in FALLOCATE_MODES)}
+
+
+def fs_powercut_ops(seed: int, rounds: int, schedule: str,
+                    features: frozenset[str] = frozenset()) -> list[FsOp]:
     """``rounds`` rounds of random operations over the files ``a``..``d``, each ending in
     a power cut: ``fsync`` right after fsyncs; ``writes`` after writes and truncates that
-    follow them; ``renames`` the same with as many renames as writes."""
+    follow them; ``renames`` the same with as many renames as writes. ``features``
+    (:func:`powercut_features`) adds mapped stores, copies and fallocates to the writes."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}")
     rng = random.Random(seed)
     renames = 0.35 if schedule == "renames" else 0.1
+    modes = [mode for mode, feature in FALLOCATE_MODES if feature in features]
+    writes = ["write", "write"] + [kind for kind, feature in (
+        ("mmap_write", "mmap"), ("copy", "copy_range"), ("fallocate", "fallocate"))
+        if feature in features and (kind != "fallocate" or modes)]
+
+    def where() -> tuple[int, int]:
+        offset = rng.choice((0, rng.randrange(MAX_END - 1), rng.randrange(16) << 12,
+                             MIB - rng.randrange(1, 64 << 10), MIB + rng.randrange(-2, 2)))
+        length = rng.choice((rng.randrange(1, 300), rng.randrange(1, 40 << 10), 4096,
+                             rng.randrange(64 << 10, 320 << 10)))
+        return offset, max(1, min(length, MAX_END - offset))
 
     def change() -> FsOp:
         pick = rng.random()
         name = rng.choice(NAMES)
+        fd = rng.randrange(DESCRIPTORS)
         if pick < renames:
             return FsOp("rename", name, to=rng.choice([n for n in NAMES if n != name]))
         if pick < renames + 0.15:
-            return FsOp("truncate", name, rng.randrange(MAX_END))
-        offset = rng.choice((0, rng.randrange(MAX_END - 1), rng.randrange(16) << 12))
-        length = rng.choice((rng.randrange(1, 300), rng.randrange(1, 40 << 10), 4096))
-        return FsOp("write", name, offset, min(length, MAX_END - offset),
-                    rng.getrandbits(32))
+            return FsOp("truncate", name, rng.randrange(MAX_END), fd=fd)
+        offset, length = where()
+        kind = rng.choice(writes)
+        if kind == "copy":
+            src = rng.choice([n for n in NAMES if n != name])
+            return FsOp("copy", name, offset, length, to=src, fd=fd,
+                        src_offset=rng.choice((0, rng.randrange(MAX_END - 1))))
+        tag = rng.choice(modes) if kind == "fallocate" else rng.getrandbits(32)
+        return FsOp(kind, name, offset, length, tag, fd=fd)
 
     ops: list[FsOp] = []
     for _ in range(rounds):
         ops += [change() for _ in range(rng.randint(2, 6))]
-        ops += [FsOp("fsync", name) for name in rng.sample(NAMES, rng.randint(1, 3))]
+        ops += [FsOp("fsync", name, fd=rng.randrange(DESCRIPTORS))
+                for name in rng.sample(NAMES, rng.randint(1, 3))]
         if schedule != "fsync":
             ops += [change() for _ in range(rng.randint(1, 3))]
         ops.append(CUT)
@@ -110,11 +188,17 @@ class FileStates:
         self.versions = [Version(bytes(data), how)]
         self.names = [name]
         self.durable = durable           # fsync'd (or found after a cut) since its rename
-        self.fd: int | None = None
+        self.fds: dict[int, int] = {}    # the target's descriptors, by the ops' number
 
     def changed(self, how: str) -> None:
         if bytes(self.now) != self.versions[-1].data:
             self.versions.append(Version(bytes(self.now), how))
+
+    def put(self, offset: int, data: bytes) -> None:
+        """``data`` at ``offset`` (zeros between the end and ``offset``)."""
+        if len(self.now) < offset:
+            self.now += bytes(offset - len(self.now))
+        self.now[offset:offset + len(data)] = data
 
     def fsynced(self, how: str) -> None:
         assert self.name is not None
@@ -122,30 +206,45 @@ class FileStates:
         self.names = [self.name]
         self.durable = True
 
-    def check(self, data: bytes, unit: int) -> str | None:
-        """None when ``data`` is a state the file may be found in after a cut."""
+    def check(self, data: bytes, unit: int, rules: str = DEFAULT_RULES) -> str | None:
+        """None when ``data`` is a state the file may be found in after a cut under
+        ``rules``; else the rule it broke and how."""
         sizes = sorted({len(v.data) for v in self.versions})
         if len(data) not in sizes:
             allowed = " or ".join(f"{len(v.data)} ({v.how})" for v in _by_size(self.versions))
-            return f"size {len(data)}, allowed {allowed}"
+            return f"broke {FSYNC_RULE}: size {len(data)}, allowed {allowed}"
         durable = len(self.versions[0].data)
         for lo in range(0, len(data), unit):
             hi = min(len(data), lo + unit)
             piece = data[lo:hi]
-            states = [v for v in self.versions if len(v.data) >= hi or hi <= durable]
-            if any(_padded(v.data, lo, hi) == piece for v in states):
+            states = self.versions
+            if rules == "ordered":
+                covered = [v for v in states if len(v.data) >= hi or hi <= durable]
+                if any(_padded(v.data, lo, hi) == piece for v in covered):
+                    continue
+                if any(_padded(v.data, lo, hi) == piece for v in states):
+                    return (f"broke {ORDERED_RULE}: {_first_bad(data, lo, hi, covered)} "
+                            "(the extension's size landed before its data)")
+            elif any(_padded(v.data, lo, hi) == piece for v in states):
                 continue
-            for i in range(lo, hi):
-                values = {_padded(v.data, i, i + 1) for v in states}
-                if data[i:i + 1] not in values:
-                    allowed = " or ".join(
-                        f"{_padded(v.data, i, i + 1)[0]:#04x} ({v.how})"
-                        for v in _first_of_each(states, i)) or "nothing"
-                    return (f"byte {i:#x} (of {len(data)}) read {data[i]:#04x}, allowed "
-                            f"{allowed}")
-            return (f"the {unit}-byte unit at {lo:#x} mixes two of its states (a cut "
-                    "tore a unit the file system lands whole)")
+            bad = _first_bad(data, lo, hi, states)
+            if bad:
+                return f"broke {FSYNC_RULE}: {bad}"
+            return (f"broke {UNIT_RULE}: the {unit}-byte unit at {lo:#x} mixes two of its "
+                    "states (a cut tore a unit the file system lands whole)")
         return None
+
+
+def _first_bad(data: bytes, lo: int, hi: int, states: Sequence[Version]) -> str:
+    """The first byte of ``data[lo:hi]`` no state allows, what it read and what they
+    allow; "" when each byte alone is allowed."""
+    for i in range(lo, hi):
+        values = {_padded(v.data, i, i + 1) for v in states}
+        if data[i:i + 1] not in values:
+            allowed = " or ".join(f"{_padded(v.data, i, i + 1)[0]:#04x} ({v.how})"
+                                  for v in _first_of_each(states, i)) or "nothing"
+            return f"byte {i:#x} (of {len(data)}) read {data[i]:#04x}, allowed {allowed}"
+    return ""
 
 
 def _padded(data: bytes, lo: int, hi: int) -> bytes:
@@ -179,13 +278,15 @@ class FsPowerCutFailure(AssertionError):
 
 
 class FsPowerCutRun:
-    """Applies a run's operations to ``fs`` and checks each cut. With ``fs`` None the
-    operations only move the states: the replay that checks, after a real power cut,
-    what another run (another boot) did."""
+    """Applies a run's operations to ``fs`` and checks each cut under ``rules``. With
+    ``fs`` None the operations only move the states: the replay that checks, after a
+    real power cut, what another run (another boot) did."""
 
-    def __init__(self, fs: FileSystem | None, unit: int | None = None) -> None:
+    def __init__(self, fs: FileSystem | None, unit: int | None = None,
+                 rules: str = DEFAULT_RULES) -> None:
         self.fs = fs
         self.unit = unit if unit is not None else power_cut_unit(fs)
+        self.rules = check_rules(rules)
         self.files: list[FileStates] = []
         self.assigned: dict[str, FileStates] = {}    # by the last match that passed
         self.cuts = 0
@@ -193,14 +294,15 @@ class FsPowerCutRun:
     def named(self, name: str) -> FileStates | None:
         return next((f for f in self.files if f.name == name), None)
 
-    def opened(self, name: str, how: str) -> FileStates:
-        """The file ``name`` (created empty when there is none), open."""
+    def opened(self, name: str, how: str, fd: int = 0) -> FileStates:
+        """The file ``name`` (created empty when there is none), open through its
+        descriptor number ``fd``."""
         f = self.named(name)
         if f is None:
             f = FileStates(name, b"", how, durable=False)
             self.files.append(f)
-        if f.fd is None and self.fs is not None:
-            f.fd = self.fs.open(name, os.O_RDWR | os.O_CREAT)
+        if fd not in f.fds and self.fs is not None:
+            f.fds[fd] = self.fs.open(name, os.O_RDWR | os.O_CREAT)
         return f
 
     def run(self, ops: Sequence[FsOp]) -> int:
@@ -220,29 +322,21 @@ class FsPowerCutRun:
         return self.cuts
 
     def step(self, op: FsOp, how: str) -> None:
-        fs = self.fs
-        if op.kind in ("write", "truncate", "fsync"):
-            f = self.opened(op.name, how)
-            if fs is not None:
-                assert f.fd is not None
-                self.call(fs, f.fd, op)
+        if op.kind in ("write", "mmap_write", "copy", "fallocate", "truncate", "fsync"):
+            f = self.opened(op.name, how, op.fd)
             if op.kind == "fsync":
+                if self.fs is not None:
+                    self.fs.fsync(f.fds[op.fd])
                 f.fsynced(how)
                 return
-            if op.kind == "write":
-                data = data_of(op)
-                if len(f.now) < op.offset:
-                    f.now += bytes(op.offset - len(f.now))
-                f.now[op.offset:op.offset + len(data)] = data
-            else:
-                f.now = (f.now + bytes(max(0, op.offset - len(f.now))))[:op.offset]
+            self.change(f, op)
             f.changed(how)
         elif op.kind == "rename":
             moved = self.named(op.name)
             if moved is None or op.to == op.name:
                 return                  # nothing of that name now: the op does nothing
-            if fs is not None:
-                fs.rename(op.name, op.to)
+            if self.fs is not None:
+                self.fs.rename(op.name, op.to)
             replaced = self.named(op.to)
             if replaced is not None:
                 replaced.name = None
@@ -250,28 +344,74 @@ class FsPowerCutRun:
             moved.name = op.to
             moved.names.append(op.to)       # found under the old name or the new
         elif op.kind == "cut":
-            if not isinstance(fs, PowerCut):
-                raise TypeError(f"{type(fs).__name__} has no power_cut()")
-            fs.power_cut()
-            self.after_cut(how)
+            if not isinstance(self.fs, PowerCut):
+                raise TypeError(f"{type(self.fs).__name__} has no power_cut()")
+            self.fs.power_cut()
+            self.after_cut()
             self.cuts += 1
         else:
             raise ValueError(f"a power-cut run has no {op.kind!r} operation")
 
-    @staticmethod
-    def call(fs: FileSystem, fd: int, op: FsOp) -> None:
-        """The file system's side of a write, truncate or fsync."""
+    def change(self, f: FileStates, op: FsOp) -> None:
+        """A write, mapped store, copy, fallocate or truncate of ``f``, on the file system
+        (when there is one) and on the states. Mapped stores and copies are clipped to
+        what the file (the source) holds; a copy may copy less than asked, as Linux's
+        may, and what it copied counts."""
+        fs, fd = self.fs, f.fds.get(op.fd, -1)
         if op.kind == "write":
             data = data_of(op)
-            written = fs.pwrite(fd, data, op.offset)
-            if written != len(data):
-                raise OSError(0, f"short write: {written} of {len(data)} bytes")
-        elif op.kind == "truncate":
-            fs.ftruncate(fd, op.offset)
+            if fs is not None:
+                written = fs.pwrite(fd, data, op.offset)
+                if written != len(data):
+                    raise OSError(0, f"short write: {written} of {len(data)} bytes")
+            f.put(op.offset, data)
+        elif op.kind == "mmap_write":
+            data = data_of(op)[:max(0, len(f.now) - op.offset)]
+            if data:
+                if fs is not None:
+                    cast(MappedIO, fs).mmap_write(fd, op.offset, data)
+                f.put(op.offset, data)
+        elif op.kind == "copy":
+            self.copy(f, op)
+        elif op.kind == "fallocate":
+            if fs is not None:
+                cast(Fallocate, fs).fallocate(fd, op.tag, op.offset, op.length)
+            end = op.offset + op.length
+            if op.tag & (FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE):
+                zeros = min(end, len(f.now)) if op.tag & FALLOC_FL_KEEP_SIZE else end
+                if zeros > op.offset:
+                    f.put(op.offset, bytes(zeros - op.offset))
+            if not op.tag & FALLOC_FL_KEEP_SIZE and end > len(f.now):
+                f.put(end, b"")
         else:
-            fs.fsync(fd)
+            if fs is not None:
+                fs.ftruncate(fd, op.offset)
+            f.now = (f.now + bytes(max(0, op.offset - len(f.now))))[:op.offset]
 
-    def after_cut(self, how: str) -> None:
+    def copy(self, f: FileStates, op: FsOp) -> None:
+        src = self.named(op.to)
+        if src is None or src is f:
+            return                  # no source now, or the same file: the op does nothing
+        want = max(0, min(op.length, len(src.now) - op.src_offset))
+        done = 0
+        if self.fs is not None:
+            self.opened(op.to, "", 0)
+            while done < want:
+                n = cast(CopyFileRange, self.fs).copy_file_range(
+                    src.fds[0], f.fds[op.fd], want - done, op.src_offset + done,
+                    op.offset + done)
+                if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= want - done:
+                    raise OSError(0, f"copy_file_range returned {n!r}, not a count of "
+                                     f"0..{want - done}")
+                if n == 0:
+                    break
+                done += n
+        else:
+            done = want
+        if done:
+            f.put(op.offset, bytes(src.now[op.src_offset:op.src_offset + done]))
+
+    def after_cut(self) -> None:
         assert self.fs is not None
         found = read_files(self.fs)
         problem = self.match(found)
@@ -284,12 +424,12 @@ class FsPowerCutRun:
     def match(self, found: dict[str, bytes]) -> str | None:
         """None when each name found can be given a file (each file once, every file
         that must survive given one) whose state the rules allow (``assigned`` then says
-        which); else what is wrong."""
+        which); else the rule broken and what is wrong."""
         problems: dict[tuple[str, int], str | None] = {}
         for name, data in found.items():
             for k, f in enumerate(self.files):
                 if name in f.names:
-                    problems[name, k] = f.check(data, self.unit)
+                    problems[name, k] = f.check(data, self.unit, self.rules)
         names = list(found)
         required = {k for k, f in enumerate(self.files) if f.durable}
 
@@ -311,11 +451,11 @@ class FsPowerCutRun:
         for name in names:
             mine = {k: p for (n, k), p in problems.items() if n == name}
             if not mine:
-                return (f"the directory holds {listing}: no file was named {name!r} since "
-                        "its last fsync (a name invented)")
+                return (f"broke {FSYNC_RULE}: the directory holds {listing}: no file was "
+                        f"named {name!r} since its last fsync (a name invented)")
             if all(p is not None for p in mine.values()):
                 ranked = sorted(mine.items(), key=lambda kp: self.files[kp[0]].name != name)
-                text = f"file {name!r}: {ranked[0][1]}"
+                text = f"file {name!r} {ranked[0][1]}"
                 for k, problem in ranked[1:]:     # another file once had the name
                     f = self.files[k]
                     text += (f"; or, as the file named {' then '.join(map(repr, f.names))} "
@@ -324,10 +464,10 @@ class FsPowerCutRun:
         for k in sorted(required):
             f = self.files[k]
             if not any(n in found for n in f.names):
-                return (f"the directory holds {listing}: the file fsync'd as {f.names[0]!r} "
-                        f"({f.versions[0].how}) is missing")
-        return (f"the directory holds {listing}: no way to give each name one file whose "
-                "state is allowed (one file under two names?)")
+                return (f"broke {FSYNC_RULE}: the directory holds {listing}: the file "
+                        f"fsync'd as {f.names[0]!r} ({f.versions[0].how}) is missing")
+        return (f"broke {FSYNC_RULE}: the directory holds {listing}: no way to give each "
+                "name one file whose state is allowed (one file under two names?)")
 
 
 def read_files(fs: FileSystem) -> dict[str, bytes]:
@@ -337,7 +477,7 @@ def read_files(fs: FileSystem) -> dict[str, bytes]:
         fd = fs.open(name, os.O_RDONLY)
         try:
             size = fs.fstat(fd).st_size
-            found[name] = fs.pread(fd, size, 0) if size else b""
+            found[name] = bytes(fs.pread(fd, size, 0)) if size else b""
         finally:
             fs.close(fd)
     return found

@@ -7,7 +7,6 @@ killed at the cut) is :mod:`pytest_folio.vm.powercut`; the suite is
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.kernel_modules import KernelDevice
 from pytest_folio.mtdtests.mtdops import Op, parse_op
 from pytest_folio.mtdtests.ops import Layout
-from pytest_folio.mtdtests.powercut import AllowedStates, apply_op, powercut_ops, region_size
+from pytest_folio.mtdtests.powercut import AllowedStates, apply_op, powercut_ops
 from pytest_folio.powercut import CheckResult, read_cut_log, write_cut_log
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.mtdchar import MTDChar, open_mtd_char
@@ -32,8 +31,8 @@ def cut_ops(layout: Layout, seed: int) -> list[Op]:
 
 
 def device_layout(dev: MTDChar, folio_order: int) -> Layout:
-    folio = PAGE_SIZE << folio_order
-    return dataclasses.replace(Layout.of(dev, folio), size=region_size(dev, folio))
+    """The whole device, its end included."""
+    return Layout.of(dev, PAGE_SIZE << folio_order)
 
 
 def run_until_cut(devices: Sequence[KernelDevice], seed: int, out: Path) -> list[MTDChar]:

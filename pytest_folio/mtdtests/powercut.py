@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.mtdops import Op
 from pytest_folio.mtdtests.opgen import OpMaker
@@ -135,7 +136,7 @@ def powercut_ops(layout: Layout, seed: int, rounds: int, schedule: str) -> list[
         return [make.erase() if rng.random() < erase_share else make.rw("write")
                 for _ in range(rng.randint(low, high))]
 
-    ops: list[Op] = []
+    ops: list[Op] = [last_bytes(layout, rng)]
     for _ in range(rounds):
         ops += changes(2, 6)
         if schedule == "sync" or rng.random() < 0.75:
@@ -144,6 +145,17 @@ def powercut_ops(layout: Layout, seed: int, rounds: int, schedule: str) -> list[
             ops += changes(1, 3)
         ops.append(CUT)
     return ops
+
+
+def last_bytes(layout: Layout, rng: random.Random) -> Op:
+    """A write that ends at the device's last byte, whatever the seed: the first
+    round's sync (or the writeback before a cut) must take it to the store whole."""
+    n = min(layout.size, rng.choice((1, 2, PAGE_SIZE + 1, layout.folio, layout.erasesize)))
+    end = layout.size
+    start = end - n
+    if layout.writesize > 1:                    # whole pages of the flash
+        start = start // layout.writesize * layout.writesize
+    return Op("write", start, end - start, "rand", rng.getrandbits(32))
 
 
 def apply_op(dev: MTDDevice | None, states: AllowedStates, layout: Layout, i: int,
@@ -174,8 +186,8 @@ def apply_op(dev: MTDDevice | None, states: AllowedStates, layout: Layout, i: in
 
 
 def run_powercut(dev: MTDDevice, layout: Layout, ops: Sequence[Op]) -> int:
-    """Apply ``ops`` to the first ``layout.size`` bytes of ``dev``, cutting its power at
-    each ``cut`` and checking every byte there; raise :class:`PowerCutFailure` at the first
+    """Apply ``ops`` to ``dev`` (all ``layout.size`` bytes of it), cutting its power at
+    each ``cut`` and checking every byte; raise :class:`PowerCutFailure` at the first
     state not allowed. Returns how many cuts were checked."""
     if not isinstance(dev, PowerCut):
         raise TypeError(f"{dev.name} has no power_cut()")
@@ -203,8 +215,18 @@ def run_powercut(dev: MTDDevice, layout: Layout, ops: Sequence[Op]) -> int:
     return cuts
 
 
-def region_size(dev: MTDDevice, folio: int) -> int:
-    """Where a power-cut run works: the first eraseblocks of the device, enough for 16
-    folios and 16 eraseblocks (each cut reads all of it back)."""
-    want = max(16 * dev.erasesize, 16 * folio)
-    return min(dev.size, -(-want // dev.erasesize) * dev.erasesize)
+POWERCUT_SIZE = 4 << 20    # the largest device a power-cut run opens (each cut reads it all)
+
+
+def powercut_size(dev_size: int, erasesize: int, folio: int) -> int:
+    """The size of the device a power-cut run opens, all of which it writes and reads
+    back at every cut: the run's device, or at most :data:`POWERCUT_SIZE` of whole
+    eraseblocks (past 1 MiB, and never less than a folio), one eraseblock shorter where
+    eraseblocks are smaller than a folio, so that the last folio is a partial one (a
+    geometry block2mtd allows and writeback gets wrong at the end)."""
+    size = dev_size
+    if size > POWERCUT_SIZE:
+        size = max(POWERCUT_SIZE, folio) // erasesize * erasesize or erasesize
+    if erasesize < folio and size - erasesize >= folio and size % folio == 0:
+        size -= erasesize
+    return size

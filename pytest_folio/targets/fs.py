@@ -5,7 +5,9 @@
 - a directory: a real mounted file system; suites work in a fresh subdirectory of it (a
   size map, ``4K=/mnt/a,16K=/mnt/b``, names one per block size);
 - ``package.module:factory`` or an entry-point name: ``factory(blocksize=..., root=...)``
-  returns the user's FileSystem (``root`` is an empty scratch directory it may use).
+  returns the user's FileSystem (``root`` is an empty scratch directory it may use); a
+  factory that also takes ``cache_bytes`` gets a small one on part of the runs, to bound
+  its cache and force eviction (:func:`takes_cache_bytes`).
 
 The spec is resolved once, at configure time, so bad input is one line before any test
 runs; :meth:`FsTarget.open` then hands out a fresh file system per test.
@@ -14,10 +16,11 @@ runs; :meth:`FsTarget.open` then hands out a fresh file system per test.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import mmap
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,7 +29,13 @@ from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.base import Knob, Target
 from pytest_folio.targets.directory import directory_filesystem
-from pytest_folio.targets.protocols import AnyFileSystem, FileSystem, Unmountable
+from pytest_folio.targets.protocols import (
+    AnyFileSystem,
+    DropCaches,
+    FileSystem,
+    Unmountable,
+    supports,
+)
 from pytest_folio.targets.spec import TargetError
 
 OPTION = "--folio-fs"
@@ -56,19 +65,27 @@ class FsTarget(Target[AnyFileSystem]):
     reference = "file system"
     path_noun = "directory"
     size_name = "blocks"
-    factory_keywords = ("blocksize", "root")
+    factory_keywords = ("blocksize", "root", "cache_bytes")
     KNOBS: ClassVar[tuple[Knob, ...]] = (
         Knob("features", ("default", "full")),
         Knob("memory", parse=_memory, metavar="SIZE"),
     )
 
+    @property
+    def takes_cache_bytes(self) -> bool:
+        """Whether the target is a factory that takes ``cache_bytes``: the kit bounds
+        its cache on part of the runs."""
+        return self.kind == "factory" and takes_cache_bytes(self.spec.factory)
+
     @contextmanager
     def open(self, blocksize: int | None,
-             scratch: str | os.PathLike[str] | None = None) -> Iterator[AnyFileSystem]:
+             scratch: str | os.PathLike[str] | None = None,
+             cache_bytes: int | None = None) -> Iterator[AnyFileSystem]:
         """A fresh file system for one test; torn down afterwards even if the test failed.
 
         ``blocksize`` is ignored by a single directory; ``scratch`` is an empty directory
-        handed to a factory as ``root`` (a new temporary one when not given).
+        handed to a factory as ``root`` (a new temporary one when not given);
+        ``cache_bytes``, when given, to a factory that takes it.
         """
         if self.kind == "path":
             with directory_filesystem(self.path_at(blocksize)) as dfs:
@@ -88,10 +105,11 @@ class FsTarget(Target[AnyFileSystem]):
             return
         if scratch is None:
             with (tempfile.TemporaryDirectory(prefix="pytest-folio-fs-") as tmp,
-                  self.open(blocksize, tmp) as fs):
+                  self.open(blocksize, tmp, cache_bytes) as fs):
                 yield fs
             return
-        fs = self.call_factory(blocksize=blocksize, root=os.fspath(scratch))
+        bound = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
+        fs = self.call_factory(blocksize=blocksize, root=os.fspath(scratch), **bound)
         try:
             yield fs
         finally:
@@ -132,6 +150,30 @@ class FsTarget(Target[AnyFileSystem]):
         except OSError as exc:
             raise TargetError(f"{option}: {path}: cannot create a directory in it "
                               f"({exc.strerror or exc})") from None
+
+
+def takes_cache_bytes(factory: Callable[..., Any] | None) -> bool:
+    """Whether ``factory`` names a ``cache_bytes`` keyword parameter (``**kwargs`` alone
+    says nothing: such a factory would get the bounded runs and may ignore the bound)."""
+    if factory is None:
+        return False
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "cache_bytes" and p.kind is not p.POSITIONAL_ONLY for p in params)
+
+
+def writeback_unreached(target: FsTarget, fs: object) -> str | None:
+    """The end-of-run summary's line for a factory's file system whose writeback no
+    check can reach (it takes no ``cache_bytes`` and has no ``drop_caches``), else None."""
+    if target.kind != "factory" or target.takes_cache_bytes or supports(fs, DropCaches):
+        return None
+    return (f"fs {target.label}: writeback not reached: its factory takes no cache_bytes= "
+            "and it has no drop_caches(path), so no check makes its cache evict or drop "
+            "(fsx's close and reopen, the bounded [4K-cache64K] runs) and data lost on "
+            "writeback passes unseen; to enable them accept cache_bytes=N in the factory "
+            "or add drop_caches(path) (docs/fs.md)")
 
 
 def resolve_fs_target(text: str, option: str = OPTION, kind: str | None = None) -> FsTarget:

@@ -2,7 +2,7 @@
 with ``--fs xfs|ext4``, on a real file system.
 
 Two boots on the same disk images. The first (the *cut* boot) writes, erases and syncs
-the first eraseblocks of every block2mtd device from the run's seed (the operations of
+the whole of every block2mtd device, its end included, from the run's seed (the operations of
 the MTD power-cut suite, :func:`~pytest_folio.mtdtests.powercut.powercut_ops`, with the
 cut at the end), keeps every ``/dev/mtdN`` open (closing one syncs it), records the
 operations on the results share and says so on the console; the host kills qemu on that

@@ -20,6 +20,7 @@ from pytest_folio.fsx.oracle import (
     read_fsdiff,
     shrink,
 )
+from pytest_folio.params import item_params
 from pytest_folio.session import session, settings
 from pytest_folio.sizes import format_size
 from pytest_folio.suites.fs.base import _Base
@@ -66,7 +67,8 @@ class FsDifferential(_Base):
             with ExitStack() as stack:
                 scratch = (tmp_path_factory.mktemp("folio-shrink")
                            if target.kind == "factory" else None)
-                yield (stack.enter_context(target.open(blocksize, scratch)),
+                yield (stack.enter_context(target.open(
+                           blocksize, scratch, item_params(request.node).cache_bytes)),
                        stack.enter_context(oracle.open(blocksize)))
 
         budget = folio.shrink_budget(SHRINK_SECONDS)

@@ -5,7 +5,7 @@ A device without the capability skips, saying so."""
 
 from __future__ import annotations
 
-import dataclasses
+from contextlib import ExitStack
 from typing import ClassVar
 
 import pytest
@@ -18,7 +18,7 @@ from pytest_folio.mtdtests.ops import Layout
 from pytest_folio.mtdtests.powercut import (
     PowerCutFailure,
     powercut_ops,
-    region_size,
+    powercut_size,
     run_powercut,
 )
 from pytest_folio.powercut import cut_report
@@ -50,7 +50,18 @@ class MTDPowerCutSuite(_MTDSuite):
                         "without erasing them")
         order = folio_order_of(dev, request)
         folio = PAGE_SIZE << (order or 0)
-        layout = dataclasses.replace(Layout.of(dev, folio), size=region_size(dev, folio))
+        opener = mtd_opener(request)
+        size = dev.size
+        if opener is not None and opener.target.kind != "path":   # a device of its own
+            size = powercut_size(dev.size, dev.erasesize, folio)
+        with ExitStack() as stack:
+            if size != dev.size:
+                assert opener is not None
+                dev = stack.enter_context(opener.open(size=size))
+            self._cut(dev, request, schedule, Layout.of(dev, folio), size)
+
+    def _cut(self, dev: MTDDevice, request: pytest.FixtureRequest, schedule: str,
+             layout: Layout, size: int) -> None:
         seed = self.powercut_seed if self.powercut_seed is not None else run_seed(
             request.config)
         ops = powercut_ops(layout, seed, self.powercut_rounds, schedule)
@@ -64,17 +75,17 @@ class MTDPowerCutSuite(_MTDSuite):
             else:
                 say(f"{cuts} power cuts, every byte as allowed")
                 return
-            self._fail_after_cut(request, found, layout)
+            self._fail_after_cut(request, found, layout, size)
 
     def _fail_after_cut(self, request: pytest.FixtureRequest, failure: PowerCutFailure,
-                        layout: Layout) -> None:
+                        layout: Layout, size: int) -> None:
         """The failure, its run shrunk on fresh devices where the plugin opens them, and
         the command that replays it (the seed makes the same operations and cuts)."""
         opener = mtd_opener(request)
         fails_with = None
         if opener is not None and opener.target.kind != "path":   # not the one real device
             def fails_with(ops: list[Op]) -> str | None:
-                with opener.open() as fresh:
+                with opener.open(size=size) as fresh:
                     try:
                         run_powercut(fresh, layout, ops)
                     except PowerCutFailure as again:
@@ -87,14 +98,17 @@ class MTDPowerCutSuite(_MTDSuite):
         pytest.fail(f"{report}\nmtd power cut: replay it (seed and cut point): "
                     f"{_rerun(request)}", pytrace=False)
 
+    @pytest.mark.folio_erasesizes
     def test_power_cut_after_every_sync_keeps_what_was_synced(
             self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         self._run(mtd_device, request, "sync")
 
+    @pytest.mark.folio_erasesizes
     def test_power_cut_between_writes_reads_old_or_new(
             self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         self._run(mtd_device, request, "writes")
 
+    @pytest.mark.folio_erasesizes
     def test_power_cut_after_erases_leaves_each_erase_done_or_not(
             self, mtd_device: MTDDevice, request: pytest.FixtureRequest) -> None:
         self._run(mtd_device, request, "erases")

@@ -1137,6 +1137,32 @@ class FsyncWritesOnlyItsOwnDescriptorsData(CachedFS):
                 self.writeback(folio)
             folio.dirty = False
 
+
+class BigCacheReclaimLosesTheDirtyBit(CachedFS):
+    """A 64 MiB cache whose reclaim clears a folio's dirty bit before it asks whether to
+    write the folio back (folio_clear_dirty_for_io where folio_test_dirty belongs), so
+    every dirty folio memory pressure evicts is lost. fsync, the last close and
+    drop_caches write back on their own paths and are right; no suite's files fill
+    64 MiB, so only the runs that bound the cache (``cache_bytes``) reach reclaim."""
+
+    def __init__(self, blocksize: int = PAGE_SIZE, root: str | None = None, *,
+                 cache_bytes: int = 64 << 20, **kwargs: frozenset[str]) -> None:
+        super().__init__(blocksize, root, cache_bytes=cache_bytes, **kwargs)
+
+    def reclaim(self, folio: Folio) -> None:
+        folio.dirty = False                   # bug: cleared before evict() tests it
+        self.evict(folio)
+
+    @classmethod
+    def without_the_bound(cls, blocksize: int, root: str | None = None) -> CachedFS:
+        """The same file system from a factory that takes no ``cache_bytes``: what the
+        kit cannot bound (it passes every file-system test)."""
+        return cls(blocksize, root)
+
+
+# bugs behind a cache larger than any suite's files: caught by the bounded runs alone
+BIG_CACHE_BUGS: tuple[type[CachedFS], ...] = (BigCacheReclaimLosesTheDirtyBit,)
+
 DIFFERENTIAL_BUGS: tuple[type[CachedFS], ...] = (
     AppendAtTheDescriptorsEnd, OffsetsKeptIn32Bits, NoLimitAtTheMaximumFileSize,
     TrailingSlashIgnoredByLookup, MappedReadZeroesInTheEofFolio,
@@ -1175,7 +1201,7 @@ CACHED_BUGS: tuple[type[CachedFS], ...] = (
     MkdirOverAFile, NoPathWalk, FileTakenForADirectory, RmdirRemovesAFile, RmdirKeepsTheNameCached,
     RmdirOfAMissingNameSucceeds, UnlinkRemovesADirectory, DirectoryOpensForWriting,
     ListdirOfAFileIsEmpty, StModeWithoutTheFileType, DcacheKeyedByTheLastName,
-    *DIFFERENTIAL_BUGS, *UNNAMED_BUGS, *RANGE_BUGS,
+    *DIFFERENTIAL_BUGS, *UNNAMED_BUGS, *RANGE_BUGS, *BIG_CACHE_BUGS,
 )
 
 BUGS: tuple[type[PassThrough], ...] = (

@@ -172,8 +172,12 @@ class CachedFS:
         folio = Folio(inode, index, data)
         self.cache[key] = folio
         while len(self.cache) > self.cache_folios:
-            self.evict(next(iter(self.cache.values())))
+            self.reclaim(next(iter(self.cache.values())))
         return folio
+
+    def reclaim(self, folio: Folio) -> None:
+        """Memory pressure: the least recently used folio goes, written back if dirty."""
+        self.evict(folio)
 
     def key(self, inode: Inode, index: int) -> tuple[int, int]:
         return inode.ino, index

@@ -18,15 +18,15 @@ passes on them, since they differ only in what is on the disk at a cut.
 from __future__ import annotations
 
 from pytest_folio.model.constants import PAGE_SIZE
-from tests.helpers.fsx_cachedfs import CachedFS, Inode
+from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode
 
 
 class PowerCutFS(CachedFS):
     """CachedFS on a disk that keeps what was written back and committed."""
 
-    def __init__(self, blocksize: int = PAGE_SIZE, root: str | None = None,
-                 **kwargs: object) -> None:
-        super().__init__(blocksize, root, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, blocksize: int = PAGE_SIZE, root: str | None = None, *,
+                 cache_bytes: int = 1 << 20) -> None:
+        super().__init__(blocksize, root, cache_bytes=cache_bytes)
         self.power_cut_unit = blocksize          # a folio is one block, written whole
         self.disk_names: dict[str, Inode] = dict(self.names)
         self.disk_size: dict[int, int] = {}
@@ -77,6 +77,20 @@ class PowerCutFS(CachedFS):
                 tail[size % bs:] = bytes(bs - size % bs)
 
 
+class WritebackModeFS(PowerCutFS):
+    """A correct file system without ordered mode's promise, as ext2 or ext4 with
+    ``data=writeback`` are: a commit writes every file's size and the directory, but only
+    the fsync'd file's data, so a file extended since its own fsync may be found at its
+    new size with zeros where its data had not reached the disk. fsync's rules allow it,
+    ordered mode's do not."""
+
+    def commit(self, inode: Inode) -> None:
+        super().commit(inode)
+        for other in self.names.values():        # the journal holds every inode
+            if not other.is_dir:
+                self.disk_size[other.ino] = other.size
+
+
 class FsyncCommitsWithoutTheData(PowerCutFS):
     """fsync commits the size and the names but leaves the data in the cache (dirty: it
     reaches the disk at eviction or the last close): an fdatasync/fsync mix-up."""
@@ -87,7 +101,8 @@ class FsyncCommitsWithoutTheData(PowerCutFS):
 
 class SizeBeforeData(PowerCutFS):
     """A write that extends a file logs the new size at once, while the data waits in
-    the cache: after a cut the file is as long as the write made it, with zeros in it."""
+    the cache: after a cut the file is as long as the write made it, with zeros in it.
+    A bug of a file system that promises ordered mode; fsync's rules allow it."""
 
     def extend(self, inode: Inode, end: int) -> None:
         super().extend(inode, end)
@@ -102,4 +117,54 @@ class FsyncLeavesTheNameBehind(PowerCutFS):
         self.disk_size[inode.ino] = inode.size      # bug: the directory is not committed
 
 
-POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, SizeBeforeData, FsyncLeavesTheNameBehind]
+class ReclaimForgetsTheWriteback(PowerCutFS):
+    """Reclaim frees a dirty folio without writing it back: what it evicted before the
+    next fsync is neither in the cache nor on the disk."""
+
+    def reclaim(self, folio: Folio) -> None:
+        del self.cache[self.key(folio.inode, folio.index)]   # bug: no writeback first
+
+
+class WritebackDropsTheFilesLastByte(PowerCutFS):
+    """Writeback of the folio that holds a file's last byte stores one byte short (the
+    end computed from ``i_size - 1``): the byte is right in the cache, and what the disk
+    has there (zero, or an older byte) after eviction or a power cut."""
+
+    def writeback(self, folio: Folio) -> None:
+        inode, bs = folio.inode, self.blocksize
+        last = inode.size - 1 - folio.index * bs
+        old = inode.store.get(folio.index)
+        super().writeback(folio)
+        if 0 <= last < bs:                               # bug: the last byte not copied
+            inode.store[folio.index][last] = old[last] if old is not None else 0
+
+
+class FsyncStopsAt1MiB(PowerCutFS):
+    """fsync writes back the file's dirty folios of its first MiB only (a writeback range
+    of 1 MiB where the whole file was meant), then commits the size: the rest is lost
+    at a power cut unless eviction saved it."""
+
+    def fsync(self, fd: int) -> None:
+        inode = self.file(fd).inode
+        for folio in self.cached(inode):
+            if folio.dirty and folio.index * self.blocksize < 1 << 20:   # bug
+                self.writeback(folio)
+        self.commit(inode)
+
+
+class MappedStoresNeverDirty(PowerCutFS):
+    """Stores through a shared mapping never mark the folio dirty (no page_mkwrite):
+    they read back from the cache, and neither fsync nor eviction writes them out."""
+
+    def page_mkwrite(self, folio: Folio) -> None:
+        return None                                       # bug: folio not marked dirty
+
+
+POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, FsyncLeavesTheNameBehind]
+"""Bugs that break fsync's promise: caught under either rules."""
+ORDERED_BUGS = [SizeBeforeData]
+"""Bugs that break only ordered mode's promise: caught under ``ordered`` rules."""
+DURABILITY_BUGS = [ReclaimForgetsTheWriteback, WritebackDropsTheFilesLastByte,
+                   FsyncStopsAt1MiB, MappedStoresNeverDirty]
+"""Data lost on its way to the disk: the power-cut suites catch each (other suites may
+too)."""

@@ -1240,10 +1240,38 @@ class EraseQueuedPastSync(PowerCutMTD):
         self.erasing.clear()
 
 
+class WritebackDropsTheLastByte(PowerCutMTD):
+    """Writeback of the folio that holds the device's last byte stores one byte short
+    (the end computed as ``size - 1`` where ``size`` was meant): reads see the byte in
+    the cache, and a power cut after a sync finds it as it was."""
+
+    def _writeback(self, index: int, folio: _Folio) -> None:
+        start = index * self.folio_size
+        if folio.dirty and start + len(folio.data) >= self.size:
+            end = self.size - 1                                # bug: one short
+            self.store[start:end] = folio.data[:end - start]
+            folio.dirty = False
+            return
+        super()._writeback(index, folio)
+
+
+class SyncStopsAt1MiB(PowerCutMTD):
+    """sync writes back the dirty folios of the device's first MiB only (a writeback
+    range of 1 MiB where the whole device was meant); the rest reaches the store at
+    eviction, reopen or close, so only a power cut after a sync shows it."""
+
+    def sync(self) -> None:
+        for index, folio in self.cache.items():
+            if index * self.folio_size < 1 << 20:              # bug: range_end = 1 MiB
+                self._writeback(index, folio)
+
+
 POWER_CUT_BUGS: dict[str, type[PowerCutMTD]] = {
     "sync_without_flush": SyncWithoutFlush,
     "sync_writes_the_wrong_pages": SyncWritesTheWrongPages,
     "erase_queued_past_sync": EraseQueuedPastSync,
+    "writeback_drops_the_last_byte": WritebackDropsTheLastByte,
+    "sync_stops_at_1mib": SyncStopsAt1MiB,
 }
 BROKEN.update(POWER_CUT_BUGS)
 BROKEN.update(EDGE_BUGS)

@@ -110,10 +110,10 @@ def run_mtd_suites(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[st
 def test_ready_to_run_modules_pass_on_the_reference(tmp_path: Path, knobs: str) -> None:
     proc = run_mtd_suites(tmp_path, "--folio-mtd", knobs)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    # 4 read + 1 speed + 1 stress part + 1 torture + 4 nand + 4 block2mtd + 3 power cut +
-    # 1 invalidate race, at 3 orders, and fsx, its Hypothesis form and the read-only check
+    # 4 read + 1 speed + 1 stress part + 1 torture + 4 nand + 4 block2mtd + 1 invalidate
+    # race, at 3 orders, and fsx, its Hypothesis form, the read-only check and 3 power cut
     # at 8 geometries (4K: eb 4K, 32K; 16K: eb 4K, 16K, 32K; 64K: eb 16K, 64K, 128K)
-    run_result(proc).assert_outcomes(passed=63, skipped=15)
+    run_result(proc).assert_outcomes(passed=78, skipped=15)
 
 
 def test_ready_to_run_race_check_fails_with_retry_off(tmp_path: Path) -> None:

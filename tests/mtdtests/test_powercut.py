@@ -14,12 +14,13 @@ from pytest_folio.mtdtests.mtdops import Op
 from pytest_folio.mtdtests.ops import Layout
 from pytest_folio.mtdtests.powercut import (
     CUT,
+    POWERCUT_SIZE,
     SCHEDULES,
     SYNC,
     AllowedStates,
     PowerCutFailure,
     powercut_ops,
-    region_size,
+    powercut_size,
     run_powercut,
 )
 from pytest_folio.targets.protocols import PowerCut, PowerCutUnit, power_cut_unit
@@ -139,10 +140,31 @@ def test_a_cut_names_the_op_it_followed_and_stops_the_run() -> None:
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_each_schedule_ends_every_round_with_a_cut_where_it_says(schedule: str) -> None:
     dev = ref(2)
-    layout = dataclasses.replace(Layout.of(dev, 4 * PAGE_SIZE), size=region_size(dev, 16384))
+    layout = Layout.of(dev, 4 * PAGE_SIZE)
     ops = powercut_ops(layout, 3, 10, schedule)
     cuts = [i for i, op in enumerate(ops) if op.kind == "cut"]
     assert len(cuts) == 10 and cuts[-1] == len(ops) - 1
     before = {ops[i - 1].kind for i in cuts}
     assert before == {"sync"} if schedule == "sync" else "sync" not in before
     assert run_powercut(dev, layout, ops) == 10
+
+
+def test_a_run_opens_the_whole_device_with_a_partial_last_folio_where_it_can() -> None:
+    mib = 1 << 20
+    assert powercut_size(2 * mib, 128 << 10, 16 << 10) == 2 * mib          # eb >= folio
+    assert powercut_size(2 * mib, 4 << 10, 16 << 10) == 2 * mib - (4 << 10)  # partial
+    assert powercut_size(16 * mib, 128 << 10, 16 << 10) == POWERCUT_SIZE
+    assert powercut_size(16 * mib, 16 << 10, 64 << 10) == POWERCUT_SIZE - (16 << 10)
+    assert powercut_size(64 << 10, 64 << 10, 2 << 20) == 64 << 10      # no smaller one
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_every_run_writes_the_devices_last_byte_first_and_reaches_past_1_mib(
+        schedule: str) -> None:
+    dev = make_reference_block2mtd(size=2 << 20, erasesize=4096, folio_order=2)
+    layout = Layout.of(dev, 4 * PAGE_SIZE)
+    for seed in range(5):
+        ops = powercut_ops(layout, seed, 12, schedule)
+        first = ops[0]
+        assert first.kind == "write" and first.offset + first.length == dev.size
+        assert max(op.offset + op.length for op in ops if op.kind != "sync") > 1 << 20

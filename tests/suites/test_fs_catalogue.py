@@ -13,17 +13,23 @@ import pytest
 
 from pytest_folio.suites.fs import FsNamespace, FsPowerCut
 from tests.helpers.fsx_broken import BUGS, CACHED_BUGS, DIFFERENTIAL_BUGS
-from tests.helpers.fsx_powercut import POWER_CUT_BUGS
+from tests.helpers.fsx_powercut import DURABILITY_BUGS, ORDERED_BUGS, POWER_CUT_BUGS
 
+DURABILITY = [f"tests.helpers.fsx_powercut:{bug.__name__}" for bug in DURABILITY_BUGS]
 CATALOGUE = ([f"tests.helpers.fsx_broken:{bug.__name__}.factory" for bug in BUGS]
-             + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS])
+             + [f"tests.helpers.fsx_broken:{bug.__name__}" for bug in CACHED_BUGS]
+             + DURABILITY)
 # the wrappers' healthy base at one block size: CachedFS itself runs at all of them
 CORRECT = [("tests.helpers.fsx_cachedfs:CachedFS",),
            ("tests.helpers.fsx_broken:PassThrough.factory", "--folio-block-sizes=4k"),
            ("tests.helpers.fsx_broken:WithoutDirectories.factory", "--folio-block-sizes=4k"),
            ("tests.helpers.fsx_powercut:PowerCutFS",)]
 # bugs that only a power cut shows: every power-cut test catches them, no other test does
-CRASH_ONLY = [f"tests.helpers.fsx_powercut:{bug.__name__}" for bug in POWER_CUT_BUGS]
+# (the ordered-mode ones under --folio-power-cut-rules=ordered)
+CRASH_ONLY = ([(f"tests.helpers.fsx_powercut:{bug.__name__}", "fsync")
+               for bug in POWER_CUT_BUGS]
+              + [(f"tests.helpers.fsx_powercut:{bug.__name__}", "ordered")
+                 for bug in ORDERED_BUGS])
 POWER_CUT_TESTS = {name for name in dir(FsPowerCut) if name.startswith("test_")}
 # the namespace bugs escape every other test: each names the FsNamespace test that must
 # catch it (the first to fail, under -x)
@@ -114,27 +120,54 @@ def test_each_bug_is_caught_by_the_default_suites_with_a_reproduction(
         assert re.search(rf"FAILED \S*::{catcher}\[", out), out[-3000:]
 
 
-@pytest.mark.parametrize("spec", CRASH_ONLY, ids=[s.split(":")[1] for s in CRASH_ONLY])
+@pytest.mark.parametrize(("spec", "rules"), CRASH_ONLY,
+                         ids=[s.split(":")[1] for s, _ in CRASH_ONLY])
 def test_each_crash_only_bug_is_caught_by_the_power_cut_suites_alone(
-        pytester: pytest.Pytester, spec: str) -> None:
+        pytester: pytest.Pytester, spec: str, rules: str) -> None:
     # The Hypothesis form of fsx draws from the generator the three random fsx tests
     # run (and shrinks what they find): off, it cost 40% of each run; the correct
     # file systems' runs above keep it.
-    result = default_suites(pytester, spec, "--folio-hypothesis=off")
+    extra = [] if rules == "fsync" else [f"--folio-power-cut-rules={rules}"]
+    result = default_suites(pytester, spec, "--folio-hypothesis=off", *extra)
     out = result.stdout.str()
     failed = set(re.findall(r"FAILED \S*::(test_\w+)\[", out))
     assert failed == POWER_CUT_TESTS, out[-3000:]
     assert REPRODUCTION.search(out), out[-3000:]
     assert "shrunk to" not in out, out[-3000:]     # --folio-shrink-seconds=0
+    rule = "ordered mode's 'size never before data'" if rules == "ordered" else "fsync's promise"
+    assert f"broke {rule}: " in out, out[-3000:]
+    found = REPRODUCTION.search(out)
+    assert found is not None and all(word in found.group(1) for word in extra)
 
 
 def test_a_power_cut_failure_is_shrunk_within_the_default_budget(
         pytester: pytest.Pytester) -> None:
-    result = default_suites(pytester, CRASH_ONLY[0], "--folio-hypothesis=off", "-x",
+    result = default_suites(pytester, CRASH_ONLY[0][0], "--folio-hypothesis=off", "-x",
                             "-k", "power", shrink=True)
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     assert "shrunk to" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("spec", DURABILITY, ids=[s.split(":")[1] for s in DURABILITY])
+def test_each_durability_bug_is_caught_by_the_power_cut_suites(pytester: pytest.Pytester,
+                                                               spec: str) -> None:
+    result = default_suites(pytester, spec, "-k", "test_fs_powercut")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    assert "broke fsync's promise: " in out, out[-3000:]
+    assert REPRODUCTION.search(out), out[-3000:]
+
+
+def test_a_writeback_mode_file_system_passes_under_fsync_rules_not_ordered_ones(
+        pytester: pytest.Pytester) -> None:
+    spec = "tests.helpers.fsx_powercut:WritebackModeFS"
+    passed = default_suites(pytester, spec, "-k", "test_fs_powercut")
+    passed.assert_outcomes(passed=3 * 4)       # three block sizes and the bounded cache
+    failed = default_suites(pytester, spec, "-k", "test_fs_powercut",
+                            "--folio-power-cut-rules=ordered")
+    failed.assert_outcomes(failed=3 * 4)
+    assert failed.stdout.str().count("broke ordered mode's 'size never before data': ") >= 12
 
 
 def test_a_file_system_without_power_cut_skips_the_power_cut_tests(

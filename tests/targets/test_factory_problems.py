@@ -68,8 +68,8 @@ CASES = [
      "takes, or all of them to **kwargs)"),
     ("--folio-fs", "positional",
      "factory facs:positional needs bs, path, which the plugin does not pass: it calls "
-     "the factory with the keywords blocksize, root (those it takes, or all of them to "
-     "**kwargs)"),
+     "the factory with the keywords blocksize, root, cache_bytes (those it takes, or all "
+     "of them to **kwargs)"),
     ("--folio-mtd", "negative_size",
      "factory facs:negative_size returned a device of size -1, erasesize 131072, "
      "writesize 1, oobsize 0: size, erasesize and writesize must be positive, oobsize "

@@ -102,7 +102,8 @@ def test_a_byte_of_an_fsynced_file_changed_is_caught(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     problem = check_after_cut("4K", tmp_path).problem
     assert problem is not None
-    assert re.search(rf"of seed 1: file '{synced}': byte {len(data) // 2:#x} \(of "
+    assert re.search(rf"of seed 1: file '{synced}' broke fsync's promise: byte "
+                     rf"{len(data) // 2:#x} \(of "
                      rf"{len(data)}\) read {data[len(data) // 2]:#04x}, allowed", problem)
 
 
