@@ -123,6 +123,10 @@ class GuestJob:
     disks: list[GuestDisk] = dataclasses.field(default_factory=list)
     ramfs_sizes: tuple[int, ...] = ()  # --fs ramfs: one mount per block size
     ramfs_type: str = "ramfs"  # what they mount: ramfs, or a patched ramfs's module form
+    heartbeat: bool = False    # vm --guests: an "alive" line every HEARTBEAT s (hang check)
+
+
+HEARTBEAT = 10
 
 
 TRACING = "/sys/kernel/tracing"
@@ -273,6 +277,8 @@ def init_script(job: GuestJob) -> str:
         *disk_lines(job.disks),
         *(ramfs_lines(job.ramfs_sizes, job.ramfs_type) if job.ramfs_sizes else
           [f"echo \"{MARK} fs {GUEST_RAMFS} ramfs - $(stat -f -c %S /newroot{GUEST_RAMFS})\""]),
+        *([f"(while :; do echo \"{MARK} alive\"; sleep {HEARTBEAT}; done) &"]
+          if job.heartbeat else []),
         f"echo \"{MARK} start\"",
         "chroot /newroot /usr/bin/env -i "
         + " ".join(q(f"{k}={v}") for k, v in job.env.items())
@@ -295,7 +301,7 @@ def build_initramfs(busybox: Path, modules: list[tuple[str, bytes]], job: GuestJ
     entries.append(Entry("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()))
     for applet in ("sh", "mount", "mkdir", "insmod", "dmesg", "grep", "tail", "chroot",
                    "poweroff", "sync", "cat", "echo", "dd", "printf", "sed", "sort", "uniq",
-                   "stat", "umount", "rm"):
+                   "stat", "umount", "rm", "sleep"):
         entries.append(Entry(f"bin/{applet}", stat.S_IFLNK | 0o777, b"busybox"))
     for name, data in modules:
         entries.append(Entry(f"lib/modules/{name}.ko", stat.S_IFREG | 0o644, data))

@@ -120,6 +120,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "byte against what the cut may leave (pytest arguments default "
                              "to pytest_folio.suites.test_kernel_powercut, with --fs to "
                              "test_kernel_fs_powercut)")
+    parser.add_argument("--guests", type=_positive(int), default=0, metavar="N",
+                        help="boot N guests and run one pytest session on the host whose "
+                             "xdist workers are the guests (one worker each): one "
+                             "collection, seed, summary and --folio-save for all of them")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -150,6 +154,7 @@ class VMOptions:
     interleave: bool = False
     power_cut: bool = False
     kernel_args: str = ""
+    guests: int = 0  # vm --guests N: that many guests as the xdist workers of one session
 
 
 def check_cache(cache: Path) -> None:
@@ -224,6 +229,10 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
     power_cut = bool(getattr(args, "power_cut", False))
+    guests = int(getattr(args, "guests", 0) or 0)
+    if guests and power_cut:
+        raise CommandError("--guests and --power-cut do not go together: a power cut is "
+                           "two boots of one guest on the same disks")
     if power_cut and not pytest_args:
         pytest_args = default_args(args.fs)
     return VMOptions(
@@ -235,4 +244,5 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         patches=tuple(getattr(args, "patch", [])), driver=driver,
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
         build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
-        interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip())
+        interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip(),
+        guests=guests)
