@@ -34,8 +34,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         if os.environ.get(GUEST_ENV):
             config.option.basetemp = None
-    else:
-        config.pluginmanager.register(GuestSummary(), "pytest_folio.vm.guests")
+        return
+    if config.getoption("numprocesses", None) is not None:
+        raise pytest.UsageError("-n/--numprocesses replaces the guests' workers with local "
+                                "ones: leave it out with vm --guests (one worker per guest)")
+    if config.getoption("dist", "no") == "no":
+        raise pytest.UsageError("--dist no runs the tests here, not in the guests: give "
+                                "vm --guests a distributing mode (load, loadfile, ...)")
+    config.pluginmanager.register(GuestSummary(), "pytest_folio.vm.guests")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -7,10 +7,14 @@ two of them; and a stand-in qemu plays each guest for the whole subcommand.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from pytest_folio.vm.guests import PLUGIN, controller_argv, ramfs_args, server_a
 from pytest_folio.vm.initramfs import GuestJob, init_script
 from pytest_folio.vm.qemu import Machine, qemu_command
 from tests.helpers.vm import alive, bzimage
+from tests.vm.test_vm_boot import MISSING, leftover_qemus
 
 PY = sys.executable
 
@@ -313,3 +318,98 @@ def test_a_guest_that_never_comes_up_leaves_the_session_to_the_others(
 
 def qemu_pids(fake: Path) -> list[int]:
     return [int(p) for p in (fake / "qemu.pid").read_text().split()]
+
+
+def test_sigterm_stops_every_guest_and_the_controller(fake: Path) -> None:
+    """``timeout`` or a CI runner stops ``vm --guests`` with SIGTERM: exit 143, and no
+    guest, worker or controller is left (each had this test's directory as its cwd)."""
+    (fake / "test_guests.py").write_text("import time\n\ndef test_slow():\n"
+                                         "    time.sleep(120)\n")
+    script = f"""
+import sys
+from pytest_folio.cli import main
+from pytest_folio.vm import runner
+runner.find_busybox = lambda: runner.Path({str(fake / "busybox")!r})
+runner.kvm_usable = lambda: False
+runner.warm_bytecode = lambda argv, prefix, environ: 0.0
+sys.exit(main(["vm", "--kernel", "bzImage", "--cache-dir", "cache", "--guests", "2",
+               "--", "test_guests.py"]))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=fake, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "listening after" in line:
+            break
+    # two guests (qemu), their workers and the controller
+    deadline = time.monotonic() + 60
+    while len(in_directory(fake)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "python -m pytest_folio vm: terminated (qemu killed)"
+    time.sleep(0.5)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in in_directory(fake)}
+    assert left == {}, "left behind"
+    assert not any(alive(pid) for pid in qemu_pids(fake))
+
+
+def in_directory(where: Path) -> list[int]:
+    """The processes whose current directory is ``where`` (but this one)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(proc / "cwd")) == where:
+                    found.append(int(proc.name))
+    return found
+
+
+REAL_TESTS = '''
+import os, pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_kernel_device_in_this_guest(i, folio_timer):
+    with folio_timer("read /proc/mtd", params={"i": i}):
+        mtd = open("/proc/mtd").read()
+    assert "block2mtd: /dev/vda" in mtd
+    assert os.environ["PYTEST_FOLIO_GUEST"] == os.uname().nodename
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.vm_boot
+@pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
+def test_real_guests_run_one_session(tmp_path: Path) -> None:
+    """Two real guests of the distribution kernel: one session, one summary, one saved
+    run; each guest runs items against its own kernel's block2mtd."""
+    (tmp_path / "test_in_guests.py").write_text(REAL_TESTS)
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    proc = subprocess.run(
+        [PY, "-m", "pytest_folio", "vm", "--guests", "2", "--mtd-size", "4M", "--timeout",
+         "600", "--", "-v", "test_in_guests.py", "--folio-save", "run.json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(re.findall(r"^=+ 4 passed", proc.stdout, re.M)) == 1, proc.stdout
+    ran = per_guest(proc.stdout)
+    assert set(ran) == {"guest1", "guest2"} and sum(ran.values()) == 4, proc.stdout
+    version = re.search(r"folio-vm: guest1: \[ *[\d.]+\] Linux version (\S+)", proc.stderr)
+    assert version, proc.stderr
+    saved = json.loads((tmp_path / "run.json").read_text())
+    # the guests' measurements name the guest that ran them; its machine, its kernel
+    assert {m["worker"] for m in saved["measurements"]} == {"guest1", "guest2"}
+    for m in saved["measurements"]:
+        assert m["host"] == m["worker"]
+        assert version[1] in saved["hosts"][m["host"]]["kernel"]
+    assert leftover_qemus() == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-n", "2"], "ERROR: -n/--numprocesses replaces the guests' workers with local ones"),
+    (["--dist", "no"], "ERROR: --dist no runs the tests here, not in the guests"),
+])
+def test_options_that_would_leave_the_guests_out_are_refused(
+        tmp_path: Path, standins: dict[str, Path], args: list[str], message: str) -> None:
+    proc = controller(tmp_path, standins, *args)
+    assert proc.returncode == 4 and message in proc.stderr, proc.stdout + proc.stderr
