@@ -124,6 +124,11 @@ class GuestJob:
     ramfs_sizes: tuple[int, ...] = ()  # --fs ramfs: one mount per block size
     ramfs_type: str = "ramfs"  # what they mount: ramfs, or a patched ramfs's module form
     heartbeat: bool = False    # vm --guests: an "alive" line every HEARTBEAT s (hang check)
+    # vm --guests: other guests write the bytecode share too. cache=loose is for a mount
+    # nobody else changes: a .pyc another guest wrote through its page cache and renamed
+    # into place can reach the host after the rename, and a guest reading it then finds
+    # it cut short ("marshal data too short"). Uncached, every write is on the host first.
+    pycache_shared: bool = False
 
 
 HEARTBEAT = 10
@@ -266,8 +271,8 @@ def init_script(job: GuestJob) -> str:
         f"mount -t 9p -o {NINEP_OPTS} {OUT_TAG} /newroot{GUEST_OUT} "
         "|| fail 'cannot mount the results share'",
         # without the bytecode share Python still works, compiling into tmpfs
-        f"mount -t 9p -o {NINEP_OPTS},cache=loose {PYCACHE_TAG} /newroot{GUEST_PYCACHE} "
-        "2>/dev/null",
+        f"mount -t 9p -o {NINEP_OPTS}{'' if job.pycache_shared else ',cache=loose'} "
+        f"{PYCACHE_TAG} /newroot{GUEST_PYCACHE} 2>/dev/null",
         f"mount -t ramfs ramfs /newroot{GUEST_RAMFS} || fail 'cannot mount ramfs'",
         "mount -t proc proc /newroot/proc; mount -t sysfs sysfs /newroot/sys",
         "mount -t devtmpfs devtmpfs /newroot/dev",

@@ -265,7 +265,8 @@ class VMRun:
             disks = make_disks(where)
             initrd = where / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, dataclasses.replace(
-                job, argv=server_argv(sys.executable, name), heartbeat=True)))
+                job, argv=server_argv(sys.executable, name), heartbeat=True,
+                pycache_shared=True)))
             guests.append(Guest(name, dataclasses.replace(
                 machine, initrd=initrd, out=where / "out", accel=accel,
                 disks=tuple(d for d, _ in disks),

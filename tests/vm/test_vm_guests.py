@@ -146,6 +146,17 @@ def test_the_guest_runs_the_worker_server_with_a_heartbeat() -> None:
     assert "alive" not in init_script(GuestJob([], {}, "/src", ["x"], {}))
 
 
+def test_guests_share_the_bytecode_cache_uncached() -> None:
+    """Several guests write the bytecode share: a guest's page cache must not hold a .pyc
+    back from the host while another guest reads it (cache=loose is for one guest)."""
+    def pycache_mount(job: GuestJob) -> str:
+        return next(ln for ln in init_script(job).splitlines() if "foliopyc" in ln)
+    one = GuestJob([], {}, "/src", ["x"], {})
+    assert "cache=loose" in pycache_mount(one)
+    shared = GuestJob([], {}, "/src", ["x"], {}, pycache_shared=True)
+    assert "cache=" not in pycache_mount(shared)
+
+
 def test_qemu_gives_the_guest_a_worker_port_on_a_unix_socket(tmp_path: Path) -> None:
     m = Machine(image=tmp_path / "vmlinux", initrd=tmp_path / "i", cmdline="", out=tmp_path,
                 worker_socket=tmp_path / "guest1.sock")
