@@ -6,6 +6,7 @@ works). Fixtures live in :mod:`pytest_folio.fixtures`; this module only wires th
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,13 @@ from pytest_folio.options import (
     read_settings,
 )
 from pytest_folio.params import FsParam, MTDParam, cache_bound, default_erasesizes
-from pytest_folio.session import SESSION_KEY, FolioSession, session, settings
+from pytest_folio.session import (
+    SESSION_KEY,
+    FolioSession,
+    remote_decisions,
+    session,
+    settings,
+)
 from pytest_folio.sizes import format_size
 from pytest_folio.skips import SkipSummary
 from pytest_folio.stale import StaleFailures
@@ -37,6 +44,7 @@ from pytest_folio.targets.mtd import oracle_label
 from pytest_folio.textwidth import wrap
 from pytest_folio.timeout import FolioTimeout
 from pytest_folio.timing.collector import CONTROLLER_HOST
+from pytest_folio.vmabi import GUEST_TARGETS_ENV
 
 pytest_plugins = [
     "pytest_folio.fixtures.model",
@@ -73,9 +81,11 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
-    config.stash[SESSION_KEY] = FolioSession.resolve(
-        read_settings(config, seed=workerinput.get("folio_seed")),
-        workerinput.get("folio_session"))
+    given = read_settings(config, seed=workerinput.get("folio_seed"))
+    decided = workerinput.get("folio_session")
+    if decided is None and os.environ.get(GUEST_TARGETS_ENV) == "1":
+        decided = remote_decisions(given)   # vm --guests: the paths are the guests'
+    config.stash[SESSION_KEY] = FolioSession.resolve(given, decided)
     register_collector(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")

@@ -11,6 +11,7 @@ without probing paths or reading and parsing files again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import shlex
@@ -49,7 +50,7 @@ from pytest_folio.targets.mtd import (
     resolve_mtd_oracle,
     resolve_mtd_target,
 )
-from pytest_folio.targets.spec import TargetError
+from pytest_folio.targets.spec import TargetError, parse_size_map, parse_target_spec
 from pytest_folio.timeout import TimedOut, deadline
 
 SESSION_KEY = pytest.StashKey["FolioSession"]()
@@ -232,6 +233,19 @@ class FolioSession:
         if "filesystem" in names:
             return self.fs.label
         return ""
+
+
+def remote_decisions(s: FolioSettings) -> dict[str, Any]:
+    """The decisions of a controller whose target paths are its workers' (``vm
+    --guests``: the devices live in the guests): each target classified by its text,
+    as a worker takes it, so no path is probed on this machine."""
+    kinds = {}
+    for key, option in (("mtd", "--folio-mtd"), ("fs", "--folio-fs")):
+        text = getattr(s, key)
+        with contextlib.suppress(TargetError):    # resolve() says what is wrong
+            kinds[key] = ("path" if parse_size_map(text, s.source(option)) is not None
+                          else parse_target_spec(text, s.source(option)).kind)
+    return {"kinds": kinds, "logs": {}}
 
 
 def session(config: pytest.Config) -> FolioSession:

@@ -11,3 +11,7 @@ GUEST_OUT = f"{GUEST_RUN}/out"  # the writable share: results travel back throug
 POWERCUT_ENV = "PYTEST_FOLIO_POWERCUT"  # vm --power-cut: "cut" in the first boot, "check" next
 PHASES = ("cut", "check")
 CUT_MARK = "powercut"                   # the console line the host kills qemu on
+
+# vm --guests: set for the controller on the host, whose --folio-mtd/--folio-fs paths are
+# its workers' (in the guests), so it classifies them without probing them here
+GUEST_TARGETS_ENV = "PYTEST_FOLIO_GUEST_TARGETS"

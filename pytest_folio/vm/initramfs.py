@@ -123,6 +123,15 @@ class GuestJob:
     disks: list[GuestDisk] = dataclasses.field(default_factory=list)
     ramfs_sizes: tuple[int, ...] = ()  # --fs ramfs: one mount per block size
     ramfs_type: str = "ramfs"  # what they mount: ramfs, or a patched ramfs's module form
+    heartbeat: bool = False    # vm --guests: an "alive" line every HEARTBEAT s (hang check)
+    # vm --guests: other guests write the bytecode share too. cache=loose is for a mount
+    # nobody else changes: a .pyc another guest wrote through its page cache and renamed
+    # into place can reach the host after the rename, and a guest reading it then finds
+    # it cut short ("marshal data too short"). Uncached, every write is on the host first.
+    pycache_shared: bool = False
+
+
+HEARTBEAT = 10
 
 
 TRACING = "/sys/kernel/tracing"
@@ -262,8 +271,8 @@ def init_script(job: GuestJob) -> str:
         f"mount -t 9p -o {NINEP_OPTS} {OUT_TAG} /newroot{GUEST_OUT} "
         "|| fail 'cannot mount the results share'",
         # without the bytecode share Python still works, compiling into tmpfs
-        f"mount -t 9p -o {NINEP_OPTS},cache=loose {PYCACHE_TAG} /newroot{GUEST_PYCACHE} "
-        "2>/dev/null",
+        f"mount -t 9p -o {NINEP_OPTS}{'' if job.pycache_shared else ',cache=loose'} "
+        f"{PYCACHE_TAG} /newroot{GUEST_PYCACHE} 2>/dev/null",
         f"mount -t ramfs ramfs /newroot{GUEST_RAMFS} || fail 'cannot mount ramfs'",
         "mount -t proc proc /newroot/proc; mount -t sysfs sysfs /newroot/sys",
         "mount -t devtmpfs devtmpfs /newroot/dev",
@@ -273,6 +282,8 @@ def init_script(job: GuestJob) -> str:
         *disk_lines(job.disks),
         *(ramfs_lines(job.ramfs_sizes, job.ramfs_type) if job.ramfs_sizes else
           [f"echo \"{MARK} fs {GUEST_RAMFS} ramfs - $(stat -f -c %S /newroot{GUEST_RAMFS})\""]),
+        *([f"(while :; do echo \"{MARK} alive\"; sleep {HEARTBEAT}; done) &"]
+          if job.heartbeat else []),
         f"echo \"{MARK} start\"",
         "chroot /newroot /usr/bin/env -i "
         + " ".join(q(f"{k}={v}") for k, v in job.env.items())
@@ -295,7 +306,7 @@ def build_initramfs(busybox: Path, modules: list[tuple[str, bytes]], job: GuestJ
     entries.append(Entry("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()))
     for applet in ("sh", "mount", "mkdir", "insmod", "dmesg", "grep", "tail", "chroot",
                    "poweroff", "sync", "cat", "echo", "dd", "printf", "sed", "sort", "uniq",
-                   "stat", "umount", "rm"):
+                   "stat", "umount", "rm", "sleep"):
         entries.append(Entry(f"bin/{applet}", stat.S_IFLNK | 0o777, b"busybox"))
     for name, data in modules:
         entries.append(Entry(f"lib/modules/{name}.ko", stat.S_IFREG | 0o644, data))

@@ -39,6 +39,7 @@ DEVICE_MODULES = {
 }
 FS_MODULES = {"xfs": "CONFIG_XFS_FS", "ext4": "CONFIG_EXT4_FS"}
 REQUIRED_MODULES = {**ROOT_MODULES, **DEVICE_MODULES}
+WORKER_MODULES = {"virtio_console": "CONFIG_VIRTIO_CONSOLE"}  # vm --guests' worker channel
 
 
 @dataclasses.dataclass(frozen=True)

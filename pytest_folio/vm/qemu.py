@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_folio.vm import VMError
+from pytest_folio.vm.gateway import PORT_NAME as WORKER_PORT
 from pytest_folio.vm.initramfs import OUT_TAG, PYCACHE_TAG, ROOT_TAG
 
 QEMU = "qemu-system-x86_64"
@@ -72,6 +73,7 @@ class Machine:
     root: str = "/"       # host directory shared read-only as the guest's root
     pycache: Path | None = None  # host directory shared writable for the guest's bytecode
     disks: tuple[Disk, ...] = ()
+    worker_socket: Path | None = None  # vm --guests: the host end of the worker channel
 
 
 # TCG emulates each iteration of a rep-prefixed string instruction on its own. On a CPU
@@ -90,9 +92,13 @@ def qemu_command(qemu: str, m: Machine) -> list[str]:
         accel = ["-accel", "tcg,thread=multi", "-cpu", TCG_CPU]
     else:
         raise ValueError(f"unknown accelerator {m.accel!r}")
-    shares = []
+    shares: list[str] = []
+    if m.worker_socket is not None:  # a virtio-serial port the guest's worker talks over
+        shares += ["-device", "virtio-serial-pci",
+                   "-chardev", f"socket,id=worker,path={m.worker_socket},server=on,wait=off",
+                   "-device", f"virtserialport,chardev=worker,name={WORKER_PORT}"]
     if m.pycache is not None:
-        shares = ["-fsdev", f"local,id=pyc,path={m.pycache},security_model=none",
+        shares += ["-fsdev", f"local,id=pyc,path={m.pycache},security_model=none",
                   "-device", f"virtio-9p-pci,fsdev=pyc,mount_tag={PYCACHE_TAG}"]
     return [
         qemu, "-machine", "q35", *accel,

@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -48,9 +49,18 @@ from pytest_folio.vm.guest import (
     warm_bytecode,
     warmup_argv,
 )
+from pytest_folio.vm.guests import (
+    Guest,
+    GuestConsole,
+    GuestSession,
+    guest_names,
+    ramfs_args,
+    server_argv,
+)
 from pytest_folio.vm.initramfs import (
     GUEST_RAMFS,
     RAMFS_ARGS,
+    GuestDisk,
     GuestJob,
     build_initramfs,
     find_busybox,
@@ -58,6 +68,7 @@ from pytest_folio.vm.initramfs import (
 from pytest_folio.vm.kernel import (
     FS_MODULES,
     REQUIRED_MODULES,
+    WORKER_MODULES,
     Kernel,
     KernelCache,
     fetch_distro_kernel,
@@ -69,6 +80,7 @@ from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
+    Disk,
     Machine,
     find_qemu,
     kvm_usable,
@@ -162,6 +174,8 @@ class VMRun:
         wanted = {**REQUIRED_MODULES}
         if self.opts.fs in FS_MODULES:
             wanted[self.opts.fs] = FS_MODULES[self.opts.fs]
+        if self.opts.guests:
+            wanted.update(WORKER_MODULES)
         modules = []
         if kernel.modules is not None:
             modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
@@ -231,6 +245,16 @@ class VMRun:
             self.progress(f"prepared kernel {kernel.release} ({image.name}, {len(modules)} "
                           f"modules, {len(disks)} disks) in "
                           f"{time.monotonic() - self.clock:.1f} s")
+            if self.opts.guests:
+                head = guest_pytest_argv(sys.executable, [], self.opts.mtd_size,
+                                         self.opts.erasesize, mtd, fs, extra)
+                return self.boot_guests(qemu, busybox, modules, job, machine, run.failures,
+                                        lambda where: (mtd_disks(where, orders,
+                                                                 self.opts.mtd_size,
+                                                                 self.opts.erasesize)
+                                                       + fs_disks(where, self.opts.fs,
+                                                                  sizes)),
+                                        head)
             status = (cut_and_check(self, qemu, machine, busybox, modules, job)
                       if self.opts.power_cut else self.boot(qemu, machine))
             self.collect(work / "out", save)
@@ -244,6 +268,38 @@ class VMRun:
         tests = build_selftests(source, self.opts.ktap, self.cache.root, self.progress)
         self.ktap_log = selftests_dir(self.cache.root, source) / "last.ktap"
         return selftests_guest_argv(sys.executable, tests, GUEST_KTAP, argv)
+
+    def boot_guests(self, qemu: str, busybox: Path, modules: list[tuple[str, bytes]],
+                    job: GuestJob, machine: Machine, failures: Path | None,
+                    make_disks: Callable[[Path], list[tuple[Disk, GuestDisk]]],
+                    head: list[str]) -> int:
+        """``--guests N``: each guest gets disks, a results share, an initramfs running
+        the worker server and a worker channel of its own; the controller runs here."""
+        accel = self.accelerators()[0]
+        guests = []
+        for name in guest_names(self.opts.guests):
+            where = machine.out.parent / name
+            (where / "out").mkdir(parents=True)
+            disks = make_disks(where)
+            initrd = where / "initramfs.cpio"
+            initrd.write_bytes(build_initramfs(busybox, modules, dataclasses.replace(
+                job, argv=server_argv(sys.executable, name), heartbeat=True,
+                pycache_shared=True)))
+            guests.append(Guest(name, dataclasses.replace(
+                machine, initrd=initrd, out=where / "out", accel=accel,
+                disks=tuple(d for d, _ in disks),
+                worker_socket=machine.out.parent / f"{name}.sock"),
+                GuestConsole(name, self.err, self.opts.console)))
+        session = GuestSession(self, qemu, guests, failures)
+
+        def after(first: Guest) -> list[str]:
+            """What the guests' init made of the ramfs sizes (as in one guest: after
+            the user's options, so the sizes the kernel could mount win)."""
+            return ramfs_args(first.console.marks) if job.ramfs_sizes else []
+        status = session.execute(head, self.opts.pytest_args, after)
+        for guest in guests:
+            self.collect(guest.machine.out, None, guest.name)
+        return status
 
     def built_modules(self, kernel: Kernel, modules: list[tuple[str, bytes]],
                       env: dict[str, str]) -> tuple[list[tuple[str, bytes]], Built]:
@@ -303,8 +359,10 @@ class VMRun:
             raise VMError(f"guest reported a bad exit status: {console.marks['exit']!r}") \
                 from None
 
-    def collect(self, out: Path, save: Path | None) -> None:
-        """Copy the timing JSON and the kernel log back; note kernel warnings."""
+    def collect(self, out: Path, save: Path | None, name: str = "") -> None:
+        """Copy the timing JSON and the kernel log back; note kernel warnings (``name``:
+        of that guest of a ``--guests`` run, whose log goes to ``--dmesg``'s name with
+        the guest's added)."""
         if save is not None:
             written = out / Path(GUEST_SAVE).name
             if written.is_file():
@@ -321,10 +379,13 @@ class VMRun:
             problems = [ln for ln in text.splitlines()
                         if any(w in ln for w in ("WARNING:", "BUG:", "Oops", "Call Trace"))]
             if problems:
-                self.progress(f"guest kernel log has {len(problems)} warning line(s); "
-                              f"first: {problems[0].strip()}")
-            if self.opts.dmesg is not None:
-                write_file(self.opts.dmesg, dmesg.read_bytes())
+                self.progress(f"{name or 'guest'} kernel log has {len(problems)} warning "
+                              f"line(s); first: {problems[0].strip()}")
+            target = self.opts.dmesg
+            if target is not None and name:
+                target = target.with_name(f"{target.stem}-{name}{target.suffix}")
+            if target is not None:
+                write_file(target, dmesg.read_bytes())
         ktap = out / Path(GUEST_KTAP).name
         if self.ktap_log is not None and ktap.is_file():
             write_file(self.ktap_log, ktap.read_bytes())

@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ from pytest_folio.errors import CommandError
 from pytest_folio.options import GivenValues, parse_order
 from pytest_folio.sizes import parse_block_size, parse_list
 
-READ = ("--folio-orders", "--folio-block-sizes")
+READ = ("--folio-orders", "--folio-block-sizes", "--folio-failures")
 MARK = "folio-run-settings: "
 READ_TIMEOUT = 120.0
 
@@ -37,6 +38,7 @@ class RunSettings:
     orders: list[int]
     orders_given: bool
     block_sizes: list[int]
+    failures: Path | None = None  # --folio-failures, from the rootdir (None: off)
 
 
 class _Reader:
@@ -45,8 +47,10 @@ class _Reader:
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int:
         given = GivenValues(config)
-        values = {option: {"given": given.raw(option) is not None, "text": given.text(option),
-                           "source": given.source(option)} for option in READ}
+        values: dict[str, object] = {
+            option: {"given": given.raw(option) is not None, "text": given.text(option),
+                     "source": given.source(option)} for option in READ}
+        values["rootdir"] = str(config.rootpath)
         print(MARK + json.dumps(values), flush=True)
         return 0
 
@@ -69,8 +73,11 @@ def read_run_settings(pytest_args: list[str], environ: Mapping[str, str]) -> Run
                            f"{_error_line(proc.stderr + proc.stdout, proc.returncode)}")
     values = json.loads(found[-1])
     orders = _parsed(values["--folio-orders"], parse_order)
+    failures = str(values["--folio-failures"]["text"] or "off")
     return RunSettings(orders, values["--folio-orders"]["given"],
-                       _parsed(values["--folio-block-sizes"], parse_block_size))
+                       _parsed(values["--folio-block-sizes"], parse_block_size),
+                       None if failures.lower() == "off"
+                       else Path(values["rootdir"]) / Path(failures).expanduser())
 
 
 def _error_line(output: str, status: int) -> str:

@@ -130,6 +130,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "their KTAP results as items of the session: 'mm' (the large-folio "
                         "mm selftests) or selftest names, comma-separated; built from the "
                         "kernel's Debian source")
+    parser.add_argument("--guests", type=_positive(int), default=0, metavar="N",
+                        help="boot N guests and run one pytest session on the host whose "
+                             "xdist workers are the guests (one worker each): one "
+                             "collection, seed, summary and --folio-save for all of them")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -161,6 +165,7 @@ class VMOptions:
     power_cut: bool = False
     kernel_args: str = ""
     ktap: tuple[str, ...] = ()
+    guests: int = 0  # vm --guests N: that many guests as the xdist workers of one session
 
 
 def check_cache(cache: Path) -> None:
@@ -336,6 +341,13 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
     power_cut = bool(getattr(args, "power_cut", False))
+    guests = int(getattr(args, "guests", 0) or 0)
+    if guests and power_cut:
+        raise CommandError("--guests and --power-cut do not go together: a power cut is "
+                           "two boots of one guest on the same disks")
+    if guests and ktap:
+        raise CommandError("--guests and --ktap do not go together yet: the selftests run "
+                           "before pytest in one guest (leave out --guests)")
     if power_cut and not pytest_args:
         pytest_args = default_args(args.fs)
     return VMOptions(
@@ -348,4 +360,4 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
         build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
         interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip(),
-        ktap=ktap)
+        ktap=ktap, guests=guests)

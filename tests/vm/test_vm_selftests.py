@@ -155,3 +155,5 @@ def test_ktap_names_a_set_or_selftests() -> None:
     assert parse_ktap_tests("mm,cow") == MM
     with pytest.raises(CommandError, match=r"--ktap cow;rm: 'cow;rm' is neither a set"):
         check_options(vm_options("--ktap", "cow;rm"))
+    with pytest.raises(CommandError, match="--guests and --ktap do not go together"):
+        check_options(vm_options("--ktap", "mm", "--guests", "2"))
