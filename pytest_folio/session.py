@@ -35,12 +35,7 @@ from pytest_folio.params import default_erasesizes
 from pytest_folio.sizes import format_size
 from pytest_folio.targets.capabilities import lacking_line, offered
 from pytest_folio.targets.fs import FsOracle, FsTarget, resolve_fs_oracle, resolve_fs_target
-from pytest_folio.targets.mtd import (
-    MTDTarget,
-    check_mtd_read,
-    resolve_mtd_oracle,
-    resolve_mtd_target,
-)
+from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_oracle, resolve_mtd_target
 from pytest_folio.targets.spec import TargetError
 
 SESSION_KEY = pytest.StashKey["FolioSession"]()
@@ -76,13 +71,12 @@ def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> tuple[str,
     lines = []
     if mtd.kind == "factory":
         with mtd.open(size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
-            problem = check_mtd_read(dev)
-            if problem is not None:
-                raise TargetError(f"{mtd.option}: factory {mtd.spec.text} {problem}")
+            mtd.check_first(dev)
             rows = offered(dev, "mtd", mtd.spec.factory)
         lines.append(f"mtd {mtd.label} {lacking_line(rows)}")
     if fs.kind == "factory":
         with fs.open(s.block_sizes[0]) as made:
+            fs.check_first(made)
             rows = offered(made, "fs")
         lines.append(f"fs {fs.label} {lacking_line(rows)}")
     return tuple(lines)

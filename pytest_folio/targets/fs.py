@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.targets.answers import FS_RULES, answering
 from pytest_folio.targets.base import Knob, Target
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import AnyFileSystem, FileSystem, Unmountable
@@ -91,7 +92,8 @@ class FsTarget(Target[AnyFileSystem]):
                   self.open(blocksize, tmp) as fs):
                 yield fs
             return
-        fs = self.call_factory(blocksize=blocksize, root=os.fspath(scratch))
+        fs = answering(self.call_factory(blocksize=blocksize, root=os.fspath(scratch)),
+                       FS_RULES)
         try:
             yield fs
         finally:
