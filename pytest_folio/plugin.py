@@ -100,8 +100,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             ",".join(format_size(PAGE_SIZE << o) for o in s.orders),
             ",".join(format_size(b) for b in s.block_sizes),
             s.mtd, s.fs, s.seed, s.seed),
-        *(f"folio: {line} (python -m pytest_folio check SPEC: what each unlocks)"
-          for line in session(config).header),
+        *(f"folio: {line}" for line in session(config).header),
         fs_oracle_header(session(config).fs_oracle),
         f"folio: mtd oracle {oracle_label(session(config).mtd_oracle)}",
     ]
@@ -138,6 +137,8 @@ def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
     """Parametrize ``argname`` (indirectly) over the run's folio orders, or the test's
     ``folio_orders`` marker; ids are folio sizes (``[16K]``)."""
     orders = target_orders(metafunc)
+    if "mtd_device" in metafunc.fixturenames:    # a factory that ignores them: one
+        orders = session(metafunc.config).fit("mtd_orders", orders)
     metafunc.parametrize(argname, orders, indirect=True,
                          ids=[format_size(PAGE_SIZE << o) for o in orders])
 
@@ -148,6 +149,8 @@ def parametrize_block_sizes(metafunc: pytest.Metafunc, argname: str) -> None:
     marked = _marker_values(metafunc, "folio_block_sizes", parse_block_size_value,
                             lambda b: f"block size {format_size(b)}")
     sizes = settings(metafunc.config).block_sizes if marked is None else marked
+    if "filesystem" in metafunc.fixturenames:    # a factory that ignores them: one
+        sizes = session(metafunc.config).fit("fs_block_sizes", sizes)
     metafunc.parametrize(argname, sizes, indirect=True, ids=[format_size(b) for b in sizes])
 
 
@@ -187,7 +190,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     folio = session(metafunc.config)
     if ("mtd_device" in names and "folio_order" not in names and folio.mtd.per_size
             and plugin_fixture_in_use(metafunc, "mtd_device", "pytest_folio.fixtures.mtd")):
-        params = [MTDParam(order, erasesize) for order in target_orders(metafunc)
+        orders = folio.fit("mtd_orders", target_orders(metafunc))
+        params = [MTDParam(order, erasesize) for order in orders
                   for erasesize in _erasesizes(metafunc, order)]
         metafunc.parametrize("mtd_device", params, indirect=True, ids=[p.id for p in params])
     if ("filesystem" in names and "block_size" not in names and folio.fs.per_size
