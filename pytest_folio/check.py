@@ -2,10 +2,11 @@
 
 The spec is what ``--folio-mtd`` or ``--folio-fs`` takes (``reference``, a path,
 ``package.module:factory``, an entry-point name). The target is made as the plugin makes
-it (a factory is called with the same keywords), checked against its protocol (members,
-types, geometry, what ``read`` returns), and the optional calls it offers are printed
-with what each unlocks. A spec that can be either kind (``reference``, a factory that
-returns a file system) is tried as an MTD device first; ``--mtd``/``--fs`` choose.
+it (a factory is called with the same keywords) and checked by the plugin's own checks
+(members, types, geometry, what ``read`` answers: :meth:`.Target.check_first`), and the
+optional calls it offers are printed with what each unlocks. A spec that can be either
+kind (``reference``, a factory that returns a file system) is tried as an MTD device
+first; ``--mtd``/``--fs`` choose.
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ def _check(spec: str, kind: str, args: argparse.Namespace, stack: ExitStack) -> 
     if kind == "mtd":
         mtd = resolve_mtd_target(spec)
         dev = stack.enter_context(_open_mtd(mtd, args))
+        mtd.check_first(dev)
         return (f"--folio-mtd={spec}: {_describe(dev, kind)}\n"
                 + table(offered(dev, kind, mtd.spec.factory)))
     fs_target: FsTarget = resolve_fs_target(spec, "--folio-fs")
     root = stack.enter_context(tempfile.TemporaryDirectory(prefix="pytest-folio-check-"))
     fs = stack.enter_context(fs_target.open(parse_size(args.blocksize), os.fspath(root)))
+    fs_target.check_first(fs)
     return f"--folio-fs={spec}: {_describe(fs, kind)}\n" + table(offered(fs, kind))
 
 

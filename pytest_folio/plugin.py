@@ -218,6 +218,8 @@ def parametrize_orders(metafunc: pytest.Metafunc, argname: str) -> None:
     """Parametrize ``argname`` (indirectly) over the run's folio orders, or the test's
     ``folio_orders`` marker; ids are folio sizes (``[16K]``)."""
     orders = target_orders(metafunc)
+    if "mtd_device" in metafunc.fixturenames:    # a factory that ignores them: one
+        orders = session(metafunc.config).fit("mtd_orders", orders)
     metafunc.parametrize(argname, orders, indirect=True,
                          ids=[format_size(PAGE_SIZE << o) for o in orders])
 
@@ -231,6 +233,8 @@ def parametrize_block_sizes(metafunc: pytest.Metafunc, argname: str,
     marked = _marker_values(metafunc, "folio_block_sizes", parse_block_size_value,
                             lambda b: f"block size {format_size(b)}")
     sizes = settings(metafunc.config).block_sizes if marked is None else marked
+    if "filesystem" in metafunc.fixturenames:    # a factory that ignores them: one
+        sizes = session(metafunc.config).fit("fs_block_sizes", sizes)
     params: list[int | FsParam] = list(sizes)
     if bounded:
         params.append(FsParam(sizes[0], cache_bound(sizes[0])))
@@ -275,7 +279,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     folio = session(metafunc.config)
     if ("mtd_device" in names and "folio_order" not in names and folio.mtd.per_size
             and plugin_fixture_in_use(metafunc, "mtd_device", "pytest_folio.fixtures.mtd")):
-        params = [MTDParam(order, erasesize) for order in target_orders(metafunc)
+        orders = folio.fit("mtd_orders", target_orders(metafunc))
+        params = [MTDParam(order, erasesize) for order in orders
                   for erasesize in _erasesizes(metafunc, order)]
         metafunc.parametrize("mtd_device", params, indirect=True, ids=[p.id for p in params])
     if ("filesystem" in names and "block_size" not in names and folio.fs.per_size

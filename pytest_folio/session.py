@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,10 +46,10 @@ from pytest_folio.targets.fs import (
 )
 from pytest_folio.targets.mtd import (
     MTDTarget,
-    check_mtd_read,
     resolve_mtd_oracle,
     resolve_mtd_target,
 )
+from pytest_folio.targets.protocols import HasFolioOrder
 from pytest_folio.targets.spec import TargetError, parse_size_map, parse_target_spec
 from pytest_folio.timeout import TimedOut, deadline
 
@@ -72,30 +72,75 @@ def _in_time(s: FolioSettings, option: str, factory: str) -> Iterator[None]:
                           f"before the tests (it was at {exc})") from None
 
 
-def _try_factories(s: FolioSettings, mtd: MTDTarget,
-                   fs: FsTarget) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Make one device and one file system of a user's factory and throw them away, so
-    that a factory that cannot be called as the plugin calls it, or returns something
-    the suites cannot use, is one line before any test rather than an error in each.
-    Returns the header's lines (which optional calls each lacks) and the end-of-run
-    summary's (checks that cannot reach the file system's writeback)."""
-    lines, summary = [], []
+def _fitting(asked: tuple[int, ...], got: dict[int, int]) -> tuple[int, ...]:
+    """Of the sizes ``asked``, one per size the target really has (``got``: asked ->
+    had): the one asked that it has when there is one, else the first that gave it."""
+    kept: dict[int, int] = {}
+    for size in asked:
+        had = got[size]
+        if had not in kept or size == had:
+            kept[had] = size
+    return tuple(size for size in asked if size in kept.values())
+
+
+def _ignored_line(what: str, label: str, got: dict[int, int], kept: tuple[int, ...],
+                  show: Callable[[int], str]) -> str:
+    """The header's line about a factory that does not make the size it is asked for."""
+    pairs = "; ".join(f"asked {show(a)}, it has {show(h)}" for a, h in got.items()
+                      if a != h)
+    return (f"{label} ignores the {what} it is asked for ({pairs}): its tests run at "
+            f"{', '.join(show(k) for k in kept)} only, not once more under each label")
+
+
+def _try_factories(s: FolioSettings, mtd: MTDTarget, fs: FsTarget
+                   ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, list[int]]]:
+    """Make one device and one file system of a user's factory at each size the run asks
+    for and throw them away, so that a factory that cannot be called as the plugin calls
+    it, or returns something the suites cannot use, is one line before any test rather
+    than an error in each (the first is checked as ``check`` checks it). A factory that
+    makes another block size (``blocksize``) or folio order (``folio_order``, when the
+    device says it) than asked runs at one size per size it really makes (see
+    :meth:`FolioSession.fit`). Returns the header's lines (which optional calls each
+    lacks, which sizes it ignores), the end-of-run summary's (checks that cannot reach
+    the file system's writeback) and the sizes kept."""
+    lines: list[str] = []
+    summary: list[str] = []
+    sizes: dict[str, list[int]] = {}
     if mtd.kind == "factory":
-        with _in_time(s, mtd.option, mtd.spec.text), mtd.open(
-                size=s.mtd_size, erasesize=s.erasesize, folio_order=s.orders[0]) as dev:
-            problem = check_mtd_read(dev)
-            if problem is not None:
-                raise TargetError(f"{mtd.option}: factory {mtd.spec.text} {problem}")
-            rows = offered(dev, "mtd", mtd.spec.factory)
+        orders: dict[int, int] = {}
+        for order in s.orders:
+            with _in_time(s, mtd.option, mtd.spec.text), mtd.open(
+                    size=s.mtd_size, erasesize=s.erasesize, folio_order=order) as dev:
+                if not orders:
+                    mtd.check_first(dev)
+                    rows = offered(dev, "mtd", mtd.spec.factory)
+                own = dev.folio_order if isinstance(dev, HasFolioOrder) else order
+                orders[order] = own if isinstance(own, int) else order
         lines.append(f"mtd {mtd.label} {lacking_line(rows)}")
+        kept = _fitting(s.orders, orders)
+        if kept != s.orders:
+            sizes["mtd_orders"] = list(kept)
+            lines.append(_ignored_line("folio order", f"mtd {mtd.label}", orders, kept,
+                                       lambda o: format_size(PAGE_SIZE << o) + " folios"))
     if fs.kind == "factory":
-        with _in_time(s, fs.option, fs.spec.text), fs.open(s.block_sizes[0]) as made:
-            rows = offered(made, "fs")
-            unreached = writeback_unreached(fs, made)
+        blocks: dict[int, int] = {}
+        unreached = None
+        for size in s.block_sizes:
+            with _in_time(s, fs.option, fs.spec.text), fs.open(size) as made:
+                if not blocks:
+                    fs.check_first(made)
+                    rows = offered(made, "fs")
+                    unreached = writeback_unreached(fs, made)
+                blocks[size] = made.blocksize
         lines.append(f"fs {fs.label} {lacking_line(rows)}")
         if unreached is not None:
             summary.append(unreached)
-    return tuple(lines), tuple(summary)
+        kept = _fitting(s.block_sizes, blocks)
+        if kept != s.block_sizes:
+            sizes["fs_block_sizes"] = list(kept)
+            lines.append(_ignored_line("block size", f"fs {fs.label}", blocks, kept,
+                                       format_size))
+    return tuple(lines), tuple(summary), sizes
 
 
 def _check_size_maps(s: FolioSettings, mtd: MTDTarget, fs: FsTarget) -> None:
@@ -162,6 +207,9 @@ class FolioSession:
     fs_cache_bound: bool = False
     # the controller's end-of-run summary lines: checks that cannot reach writeback
     summary: tuple[str, ...] = ()
+    # a factory that ignores the sizes it is asked for: the sizes its tests run at
+    # (``mtd_orders``, ``fs_block_sizes``), decided on the controller
+    sizes: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def resolve(cls, s: FolioSettings, decided: dict[str, Any] | None = None) -> FolioSession:
@@ -177,7 +225,8 @@ class FolioSession:
                                             s.source("--folio-mtd-oracle"))
             fs_oracle = resolve_fs_oracle(s.fs_oracle, fs, s.source("--folio-fs-oracle"),
                                           kinds.get("fs_oracle"))
-            header, summary = _try_factories(s, mtd, fs) if decided is None else ((), ())
+            header, summary, sizes = (_try_factories(s, mtd, fs) if decided is None
+                                      else ((), (), dict(given.get("sizes", {}))))
             fs_cache_bound = given.get("fs_cache_bound", fs.takes_cache_bytes)
         except TargetError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -215,14 +264,25 @@ class FolioSession:
         except FsxopsError as exc:
             raise pytest.UsageError(f"{s.source('--folio-fsx-replay')}: {exc}") from None
         return cls(s, mtd, fs, mtd_oracle, fs_oracle, mtd_replay, fsx_replay, fsx_recorded_by,
-                   logs, header, fs_cache_bound, summary)
+                   logs, header, fs_cache_bound, summary, sizes)
 
     def decisions(self) -> dict[str, Any]:
         """What a worker needs to resolve the same session: primitive data only."""
         kinds = {"mtd": self.mtd.kind, "fs": self.fs.kind}
         if self.fs_oracle is not None:
             kinds["fs_oracle"] = self.fs_oracle.kind
-        return {"kinds": kinds, "logs": dict(self._logs), "fs_cache_bound": self.fs_cache_bound}
+        return {"kinds": kinds, "logs": dict(self._logs),
+                "fs_cache_bound": self.fs_cache_bound, "sizes": dict(self.sizes)}
+
+    def fit(self, key: str, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """``sizes`` (folio orders for ``mtd_orders``, block sizes for
+        ``fs_block_sizes``) as the target's tests run at them: all of them, unless its
+        factory ignores them, then those the controller kept (or the first, for a
+        marker's sizes it did not try)."""
+        kept = self.sizes.get(key)
+        if kept is None:
+            return sizes
+        return tuple(size for size in sizes if size in kept) or sizes[:1]
 
     def target_label(self, fixturenames: object) -> str:
         """How a test's measurements name its target: the ``--folio-mtd`` target's label

@@ -83,7 +83,18 @@ def test_the_decisions_are_primitive_data() -> None:
         dataclasses.replace(SETTINGS, fs_oracle="reference")).decisions()
     assert decisions == {"kinds": {"mtd": "reference", "fs": "reference",
                                    "fs_oracle": "reference"}, "logs": {},
-                         "fs_cache_bound": False}
+                         "fs_cache_bound": False, "sizes": {}}
+
+
+def test_a_worker_runs_a_factory_at_the_sizes_the_controller_kept() -> None:
+    s = dataclasses.replace(SETTINGS, fs="tests.helpers.ignoring_sizes:fs",
+                            block_sizes=(4096, 16384, 65536))
+    controller = FolioSession.resolve(s)
+    assert controller.decisions()["sizes"] == {"fs_block_sizes": [4096]}
+    worker = FolioSession.resolve(s, controller.decisions())
+    assert worker.fit("fs_block_sizes", (4096, 16384, 65536)) == (4096,)
+    assert worker.fit("fs_block_sizes", (65536,)) == (65536,)     # a marker's: one
+    assert worker.fit("mtd_orders", (0, 2)) == (0, 2)
 
 
 def test_a_bad_spec_is_a_usage_error_of_one_line() -> None:

@@ -2,12 +2,15 @@
 
 It implements pytest-folio's FileSystem protocol (pytest_folio.targets.protocols), so
 every file-system fixture and suite can run against it with
-``--folio-fs dictfs:factory``. It implements the protocol's core, mapped I/O and
-directories, and leaves fallocate and copy_file_range out: the suites skip what needs
-them. A rename of a directory answers EOPNOTSUPP, as Linux does for what a file system
-cannot do in one case. A descriptor holds the file's bytearray (its inode),
-not its name, so a file renamed over or unlinked while open keeps its data for that
-descriptor, as on Linux.
+``--folio-fs dictfs:factory``, the differential test against the reference included. It
+implements the protocol's core, mapped I/O and directories, and leaves fallocate and
+copy_file_range out: the suites skip what needs them. Names follow Linux's rules: a
+name of more than NAME_MAX bytes is ENAMETOOLONG, a file on the way ENOTDIR, a trailing
+slash names a directory, and rename moves files and directories as rename(2) does. A
+descriptor holds the file's bytearray (its inode), not its name, so a file renamed over
+or unlinked while open keeps its data for that descriptor, as on Linux. Files live in
+memory, so they stop at MAX_FILE_SIZE (EFBIG past it, as past a file system's
+s_maxbytes).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import stat
 from dataclasses import dataclass, field
 
 PAGE_SIZE = 4096
+NAME_MAX = 255              # bytes in one name
+PATH_MAX = 4096             # bytes in a path, its terminating NUL included
+MAX_FILE_SIZE = 1 << 30     # s_maxbytes: a file is one bytearray in memory
 
 
 def _err(code: int, what: str) -> OSError:
@@ -41,21 +47,47 @@ class DictFS:
     fds: dict[int, _Open] = field(default_factory=dict)
 
     # -- helpers -------------------------------------------------------------------------
-    @staticmethod
-    def _norm(path: str) -> str:
-        return "/".join(p for p in path.split("/") if p not in ("", "."))
+    def _walk(self, path: str) -> tuple[str, bool]:
+        """The name normalised to 'a/b' and whether the path ends in a slash (it then
+        names a directory). Walks the directories on the way as Linux does, one name at
+        a time: ENAMETOOLONG for a name too long, ENOENT for a missing directory,
+        ENOTDIR for a file."""
+        if len(os.fsencode(path)) >= PATH_MAX:
+            raise _err(errno.ENAMETOOLONG, path[:40])
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        for i, part in enumerate(parts):
+            if len(os.fsencode(part)) > NAME_MAX:
+                raise _err(errno.ENAMETOOLONG, part[:40])
+            if i < len(parts) - 1:
+                prefix = "/".join(parts[:i + 1])
+                if prefix in self.files:
+                    raise _err(errno.ENOTDIR, path)
+                if prefix not in self.dirs:
+                    raise _err(errno.ENOENT, path)
+        return "/".join(parts), path.endswith("/")
 
-    def _parent_ok(self, path: str) -> None:
-        parent = path.rpartition("/")[0]
-        if parent in self.files:
-            raise _err(errno.ENOTDIR, path)
-        if parent not in self.dirs:
+    def _existing(self, path: str) -> str:
+        """The name of something that exists (a trailing slash: a directory)."""
+        name, slash = self._walk(path)
+        if name not in self.files and name not in self.dirs:
             raise _err(errno.ENOENT, path)
+        if slash and name in self.files:
+            raise _err(errno.ENOTDIR, path)
+        return name
 
-    def _data(self, fd: int, *, write: bool = False) -> bytearray:
+    def _children(self, path: str) -> list[str]:
+        """Every name below directory ``path``, at any depth."""
+        prefix = f"{path}/" if path else ""
+        return [p for p in (*self.files, *self.dirs) if p.startswith(prefix) and p != path]
+
+    def _fd(self, fd: int) -> _Open:
         f = self.fds.get(fd)
         if f is None:
             raise _err(errno.EBADF, f"fd {fd}")
+        return f
+
+    def _data(self, fd: int, *, write: bool = False) -> bytearray:
+        f = self._fd(fd)
         acc = f.flags & os.O_ACCMODE
         if (write and acc == os.O_RDONLY) or (not write and acc == os.O_WRONLY):
             raise _err(errno.EBADF, f"fd {fd}")
@@ -65,22 +97,28 @@ class DictFS:
 
     # -- the protocol -----------------------------------------------------------------------
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        path = self._norm(path)
-        self._parent_ok(path)
-        if path in self.dirs:
-            if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_CREAT:
+        name, slash = self._walk(path)
+        exists = name in self.files or name in self.dirs
+        if flags & os.O_CREAT:
+            if slash:                              # O_CREAT names a file
                 raise _err(errno.EISDIR, path)
-        elif path in self.files:
-            if flags & os.O_CREAT and flags & os.O_EXCL:
+            if exists and flags & os.O_EXCL:
                 raise _err(errno.EEXIST, path)
-            if flags & os.O_TRUNC:
-                self.files[path].clear()
-        elif flags & os.O_CREAT:
-            self.files[path] = bytearray()
-        else:
+        elif not exists:
             raise _err(errno.ENOENT, path)
+        if name in self.dirs:
+            # a directory opens for reading only (O_TRUNC asks to write)
+            if (flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_CREAT | os.O_TRUNC)):
+                raise _err(errno.EISDIR, path)
+        elif name in self.files:
+            if slash or flags & os.O_DIRECTORY:
+                raise _err(errno.ENOTDIR, path)
+            if flags & os.O_TRUNC:
+                self.files[name].clear()
+        else:
+            self.files[name] = bytearray()
         fd = max(self.fds, default=2) + 1
-        self.fds[fd] = _Open(path, flags, self.files.get(path))
+        self.fds[fd] = _Open(name, flags, self.files.get(name))
         return fd
 
     def close(self, fd: int) -> None:
@@ -98,6 +136,9 @@ class DictFS:
             raise _err(errno.EINVAL, "pwrite")
         if self.fds[fd].flags & os.O_APPEND:
             offset = len(buf)
+        if data and offset >= MAX_FILE_SIZE:
+            raise _err(errno.EFBIG, "pwrite")
+        data = data[:MAX_FILE_SIZE - offset]         # a short write up to the limit
         if data and offset > len(buf):
             buf.extend(bytes(offset - len(buf)))
         buf[offset:offset + len(data)] = data
@@ -111,6 +152,8 @@ class DictFS:
         # anything but a regular file
         if length < 0 or f.flags & os.O_ACCMODE == os.O_RDONLY or f.data is None:
             raise _err(errno.EINVAL, "ftruncate")
+        if length > MAX_FILE_SIZE:
+            raise _err(errno.EFBIG, "ftruncate")
         buf = f.data
         if length < len(buf):
             del buf[length:]
@@ -135,67 +178,113 @@ class DictFS:
             raise _err(errno.EBADF, f"fd {fd}")
 
     def _mapped(self, fd: int, offset: int, length: int, write: bool) -> bytearray:
-        buf = self._data(fd, write=write)
+        """The file behind a shared mapping of ``fd``, checked as mmap(2) and the page
+        fault check it: a mapping needs a descriptor open for reading (and writing, to
+        store through it), a regular file, and an offset that is not negative; an
+        access past the page holding EOF faults."""
+        f = self.fds.get(fd)
+        if f is None:
+            raise _err(errno.EBADF, f"fd {fd}")
+        acc = f.flags & os.O_ACCMODE
+        if acc == os.O_WRONLY or (write and acc != os.O_RDWR):
+            raise _err(errno.EACCES, f"fd {fd}")
+        if f.data is None:
+            raise _err(errno.ENODEV, f.path)          # a directory has no mmap
+        if offset < 0:
+            raise _err(errno.EINVAL, "mmap")
+        buf = f.data
         limit = -(-len(buf) // PAGE_SIZE) * PAGE_SIZE   # the page holding EOF ends here
-        if offset < 0 or offset + length > limit:
+        if offset + length > limit:
             raise _err(errno.EFAULT, "mapped access past the page holding EOF")
         return buf
 
     def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
+        if not length:                               # no mapping is made
+            self._fd(fd)
+            return b""
         buf = self._mapped(fd, offset, length, write=False)
         data = bytes(buf[offset:offset + length])
         return data + bytes(length - len(data))           # zeroes past EOF
 
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
+        if not data:
+            self._fd(fd)
+            return
         buf = self._mapped(fd, offset, len(data), write=True)
         inside = max(0, min(len(data), len(buf) - offset))  # never extends the file
         buf[offset:offset + inside] = data[:inside]
 
     def unlink(self, path: str) -> None:
-        path = self._norm(path)
-        if path in self.dirs:
+        name, slash = self._walk(path)
+        if name in self.dirs:
             raise _err(errno.EISDIR, path)
-        if self.files.pop(path, None) is None:
+        if name not in self.files:
             raise _err(errno.ENOENT, path)
+        if slash:
+            raise _err(errno.ENOTDIR, path)
+        del self.files[name]
 
     def mkdir(self, path: str, mode: int = 0o755) -> None:
-        path = self._norm(path)
-        self._parent_ok(path)
-        if path in self.dirs or path in self.files:
+        name, _ = self._walk(path)
+        if name in self.dirs or name in self.files:
             raise _err(errno.EEXIST, path)
-        self.dirs.add(path)
+        self.dirs.add(name)
 
     def rmdir(self, path: str) -> None:
-        path = self._norm(path)
-        if path not in self.dirs:
-            raise _err(errno.ENOTDIR if path in self.files else errno.ENOENT, path)
-        if self.listdir(path):
+        name = self._existing(path)
+        if name in self.files:
+            raise _err(errno.ENOTDIR, path)
+        if not name:
+            raise _err(errno.EBUSY, path)              # the root
+        if self._children(name):
             raise _err(errno.ENOTEMPTY, path)
-        self.dirs.remove(path)
+        self.dirs.remove(name)
 
     def rename(self, src: str, dst: str) -> None:
-        src, dst = self._norm(src), self._norm(dst)
-        if src not in self.files:
-            raise _err(errno.EOPNOTSUPP if src in self.dirs else errno.ENOENT, src)
-        self._parent_ok(dst)
-        if dst in self.dirs:
+        """rename(2): both directories on the way walked, then the source looked up,
+        then the rules for what it may replace."""
+        old, old_slash = self._walk(src)
+        new, new_slash = self._walk(dst)
+        if old not in self.files and old not in self.dirs:
+            raise _err(errno.ENOENT, src)
+        is_dir = old in self.dirs
+        if not is_dir and (old_slash or new_slash):     # a slash names a directory
+            raise _err(errno.ENOTDIR, src if old_slash else dst)
+        if is_dir and (new + "/").startswith(old + "/") and new != old:
+            raise _err(errno.EINVAL, dst)                # into itself
+        if (old + "/").startswith(new + "/") and new != old:
+            raise _err(errno.ENOTEMPTY, dst)             # over its own ancestor
+        if old == new:
+            return
+        if is_dir:
+            if new in self.files:
+                raise _err(errno.ENOTDIR, dst)
+            if new in self.dirs and self._children(new):
+                raise _err(errno.ENOTEMPTY, dst)
+            self.dirs.discard(new)
+            moved = [old, *self._children(old)]
+            for name in moved:
+                to = new + name[len(old):]
+                if name in self.dirs:
+                    self.dirs.remove(name)
+                    self.dirs.add(to)
+                else:
+                    self.files[to] = self.files.pop(name)
+            return
+        if new in self.dirs:
             raise _err(errno.EISDIR, dst)
-        self.files[dst] = self.files.pop(src)
+        self.files[new] = self.files.pop(old)
 
     def listdir(self, path: str) -> list[str]:
-        path = self._norm(path)
-        if path not in self.dirs:
-            raise _err(errno.ENOTDIR if path in self.files else errno.ENOENT, path)
-        prefix = f"{path}/" if path else ""
-        names = {p[len(prefix):] for p in (*self.files, *self.dirs)
-                 if p.startswith(prefix) and p != path}
-        return sorted(n for n in names if n and "/" not in n)
+        name = self._existing(path)
+        if name in self.files:
+            raise _err(errno.ENOTDIR, path)
+        prefix = f"{name}/" if name else ""
+        return sorted(p[len(prefix):] for p in self._children(name)
+                      if "/" not in p[len(prefix):])
 
     def stat(self, path: str) -> os.stat_result:
-        path = self._norm(path)
-        if path not in self.files and path not in self.dirs:
-            raise _err(errno.ENOENT, path)
-        return self._stat(self.files.get(path))
+        return self._stat(self.files.get(self._existing(path)))
 
 
 def factory(blocksize: int, root: str, **_: object) -> DictFS:

@@ -45,6 +45,7 @@ from pytest_folio.errors import errno_of
 from pytest_folio.inputs import excerpt, read_log
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
 from pytest_folio.shrink import ddmin
+from pytest_folio.targets.answers import FS_RULES, AnswerError, answering
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
     Directories,
@@ -664,11 +665,14 @@ class Runner:
 
     ``clip_mapped_writes``: a mapped write is sent only where Linux defines its bytes
     (see :meth:`mapped_length`); off, it is sent as generated (the reference against
-    ramfs and tmpfs, which keep what a mapping stores past EOF in the EOF page)."""
+    ramfs and tmpfs, which keep what a mapping stores past EOF in the EOF page). The
+    file system is put behind the answer rules (:mod:`pytest_folio.targets.answers`), so
+    outcomes hold what storage promises in one shape (None from a call with nothing to
+    say, bytes from a read, the count from a write, names sorted)."""
 
     def __init__(self, fs: AnyFileSystem, *, clip_mapped_writes: bool = True,
                  drop_caches: bool = True) -> None:
-        self.fs = fs
+        self.fs = answering(fs, FS_RULES)
         self.slots = [_Slot() for _ in range(SLOTS)]
         self.clip_mapped_writes = clip_mapped_writes
         self.drop = drop_caches and isinstance(fs, DropCaches)
@@ -905,11 +909,15 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
     for n, op in enumerate(ops):
         a_op, b_op = ours.resolve(op), theirs.resolve(op)
         b = theirs.apply(b_op)
-        a = ours.apply(a_op)
-        if coverage.on():
-            _record(a_op, a)
         sent.append(b_op)
         outcomes.append(b)
+        try:
+            a = ours.apply(a_op)
+        except AnswerError as exc:
+            raise Mismatch(n, describe(a_op), f"broke the answer rules: {exc}", short(b),
+                           log()) from None
+        if coverage.on():
+            _record(a_op, a)
         if a != b and not (a[0] == b[0] == "err" and (any_errno
                                                       or theirs.two_bad_arguments(b_op))):
             detail = ""
@@ -921,19 +929,28 @@ def compare(target: AnyFileSystem, oracle: AnyFileSystem, ops: list[Op], *,
             _compare_read_back(ours, theirs, b_op, n, sent, log)
         if b[0] == "ok" and _range(b_op) is not None:
             for slot in {op[1], op[2]} if op[0] == "copy_file_range" else {op[1]}:
-                sa, sb = ours.apply(("fstat", slot)), theirs.apply(("fstat", slot))
+                sb = theirs.apply(("fstat", slot))
+                try:
+                    sa = ours.apply(("fstat", slot))
+                except AnswerError as exc:
+                    raise Mismatch(n, f"{describe(b_op)}, then fstat(slot {slot})",
+                                   f"broke the answer rules: {exc}", short(sb),
+                                   log()) from None
                 if sa != sb:
                     raise Mismatch(n, f"{describe(b_op)}, then fstat(slot {slot})",
                                    short(sa), short(sb), log())
-    ours.close_all()
     theirs.close_all()
     good = theirs.snapshot()
     try:
+        ours.close_all()
         mine = ours.snapshot()
     except OSError as exc:
         raise Mismatch(None, f"after {len(ops)} ops, reading every file back",
                        short(("err", errno.errorcode.get(exc.errno or 0, exc.errno))), "ok",
                        log()) from None
+    except AnswerError as exc:
+        raise Mismatch(None, f"after {len(ops)} ops, reading every file back",
+                       f"broke the answer rules: {exc}", "ok", log()) from None
     if mine != good:
         name = next(n for n in sorted(set(mine) | set(good)) if mine.get(n) != good.get(n))
         x: Any = mine.get(name, "missing")

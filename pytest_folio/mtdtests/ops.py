@@ -3,10 +3,11 @@
 An :class:`MTDFsx` applies :class:`~.mtdops.Op` s (read, write, erase, sync, reopen,
 drop) to a device and checks every answer against the :class:`~.oracle.FlashOracle`, or,
 in differential mode, against a second device (the reference block2mtd) given the same
-operations: every errno, every byte read, and the protocol's types (a read answers
-``bytes`` of the length asked, which cannot change when the device does later; the other
-calls answer None). :func:`~.opgen.random_ops` makes the operations of a run; every
-operation is logged, and the log (:mod:`.mtdops`) replays the run exactly.
+operations: every errno and every byte read. The device is put behind the answer rules
+(:mod:`pytest_folio.targets.answers`): a read answers a bytes-like snapshot of the length
+asked, a write None or its count, the other calls anything. :func:`~.opgen.random_ops`
+makes the operations of a run; every operation is logged, and the log (:mod:`.mtdops`)
+replays the run exactly.
 
 A device that can be closed and opened again (dropping its caches, keeping its data)
 says so with a ``reopen()`` method (:class:`~pytest_folio.targets.protocols.Reopenable`):
@@ -33,6 +34,7 @@ from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
 from pytest_folio.mtdtests.mtdops import KINDS, Op
 from pytest_folio.mtdtests.oracle import OK, FlashOracle, Outcome
+from pytest_folio.targets.answers import MTD_RULES, AnswerError, answering
 from pytest_folio.targets.protocols import MTD_RAM, DropCaches, MTDDevice, Reopenable
 
 _PAGE_FILLS = ("ff", "00", "same", "rand", "rand")
@@ -132,13 +134,10 @@ def sweep_chunk(layout: Layout, parts: int = 32) -> int:
     return max(1, layout.size // parts // layout.erasesize) * layout.erasesize
 
 
-class ProtocolBreach(Exception):
-    """An answer of the wrong type or length (the message says which)."""
-
-
 def apply(dev: MTDDevice, op: Op, data: bytes) -> Outcome:
-    """Do ``op`` on ``dev``: what it returned, or the errno it failed with;
-    :class:`ProtocolBreach` when the answer is not what the protocol promises."""
+    """Do ``op`` on ``dev`` (a device behind the answer rules, :func:`.answers.answering`):
+    what it returned, or the errno it failed with; :class:`.answers.AnswerError` when
+    the answer carries other information than the protocol's."""
     calls: dict[str, Callable[[], object]] = {
         "write": lambda: dev.write(op.offset, data),
         "erase": lambda: dev.erase(op.offset, op.length),
@@ -147,21 +146,12 @@ def apply(dev: MTDDevice, op: Op, data: bytes) -> Outcome:
         "drop": lambda: cast(DropCaches, dev).drop_caches(),
         "reopen": lambda: cast(Reopenable, dev).reopen(),
     }
-    answer: object
     try:
         if op.kind == "read":
-            answer = dev.read(op.offset, op.length)
-            if not isinstance(answer, bytes):   # bytes cannot change when the device does
-                raise ProtocolBreach(f"read returned {type(answer).__name__}, not bytes")
-            if len(answer) != op.length:
-                raise ProtocolBreach(f"read of {op.length} bytes returned {len(answer)}")
-            return Outcome(data=answer)
-        answer = calls[op.kind]()
+            return Outcome(data=dev.read(op.offset, op.length))
+        calls[op.kind]()
     except OSError as exc:
         return Outcome(error=exc.errno if exc.errno is not None else -1)
-    if answer is not None:
-        raise ProtocolBreach(f"{op.kind} returned {type(answer).__name__} "
-                             f"{answer!r:.40}, not None")
     return OK
 
 
@@ -170,8 +160,8 @@ class MTDFsx:
 
     def __init__(self, dev: MTDDevice, *, folio: int | None = None,
                  reference: MTDDevice | None = None) -> None:
-        self.dev = dev
-        self.reference = reference
+        self.dev = dev = answering(dev, MTD_RULES)
+        self.reference = None if reference is None else answering(reference, MTD_RULES)
         self.layout = Layout.of(dev, folio)
         if reference is not None and (reference.size, reference.erasesize) != (
                 dev.size, dev.erasesize):
@@ -260,7 +250,7 @@ class MTDFsx:
     def _apply(self, dev: MTDDevice, op: Op, data: bytes, who: str) -> Outcome:
         try:
             return apply(dev, op, data)
-        except ProtocolBreach as exc:
+        except AnswerError as exc:
             raise self._fail(op, f"{who}{exc}") from None
         except Exception as exc:   # a device bug may raise anything; report it as one line
             raise self._fail(op, f"{who}raised {type(exc).__name__}: {exc}") from exc
@@ -330,12 +320,13 @@ class MTDFsx:
         for offset in range(0, self.layout.size, chunk):
             length = min(chunk, self.layout.size - offset)
             try:
-                got = bytes(self.dev.read(offset, length))
+                got = self.dev.read(offset, length)
+            except AnswerError as exc:
+                raise MTDFsxFailure(f"final compare: {exc}", self.log, None) from None
             except Exception as exc:
                 raise MTDFsxFailure(f"final compare: read {offset:#x} {length:#x} raised "
                                     f"{type(exc).__name__}: {exc}", self.log, None) from exc
-            problem = (f"returned {len(got)} bytes of {length}" if len(got) != length else
-                       self.difference(offset, got, self.model.contents(offset, length)))
+            problem = self.difference(offset, got, self.model.contents(offset, length))
             if problem:
                 raise MTDFsxFailure(f"final compare of {offset:#x} {length:#x}: {problem}",
                                     self.log, None, self.mismatch)
@@ -344,8 +335,8 @@ class MTDFsx:
         """Take the device's present contents as known (for a device nobody may erase)."""
         chunk = sweep_chunk(self.layout)
         for offset in range(0, self.layout.size, chunk):
-            self.model.adopt(offset, bytes(self.dev.read(offset, min(
-                chunk, self.layout.size - offset))))
+            self.model.adopt(offset, self.dev.read(offset, min(
+                chunk, self.layout.size - offset)))
 
     def run(self, ops: Iterable[Op]) -> None:
         for op in ops:

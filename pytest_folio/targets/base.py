@@ -80,6 +80,23 @@ def _signature_problem(params: list[inspect.Parameter], given: dict[str, Any],
     return None
 
 
+def exception_line(exc: BaseException) -> str:
+    """``TypeError: message`` on one line (the message's first line), for messages that
+    must stay one line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _made_problem(made: Any, protocol: type, what: str,
+                  check: Callable[[Any], str | None] | None) -> str | None:
+    """What is wrong with a factory's result: not a ``protocol``, or what ``check``
+    finds; None when nothing is."""
+    if not isinstance(made, protocol):
+        return (f"returned {type(made).__name__}, not {what} (missing: "
+                f"{', '.join(missing_members(made, protocol))})")
+    return None if check is None else check(made)
+
+
 def call_factory(factory: Callable[..., Any], name: str, protocol: type, what: str,
                  option: str, check: Callable[[Any], str | None] | None = None,
                  keywords: tuple[str, ...] = (), **kwargs: Any) -> Any:
@@ -107,23 +124,21 @@ def call_factory(factory: Callable[..., Any], name: str, protocol: type, what: s
             raise TargetError(f"{option}: factory {name} {problem}")
     try:
         made = factory(**kwargs)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:   # SystemExit: sys.exit() in a factory
         if kwargs.get("readonly") and isinstance(exc, (TypeError, NotImplementedError)):
             raise
         call = ", ".join(f"{k}={v!r}" for k, v in passed.items())
         raise TargetError(f"{option}: factory {name}({call}) raised "
-                          f"{type(exc).__name__}: {exc}") from None
-    problem = None
-    if not isinstance(made, protocol):
-        problem = (f"returned {type(made).__name__}, not {what} (missing: "
-                   f"{', '.join(missing_members(made, protocol))})")
-    elif check is not None:
-        problem = check(made)
+                          f"{exception_line(exc)}") from None
+    try:
+        problem = _made_problem(made, protocol, what, check)
+    except Exception as exc:      # a member that raises when read (a property)
+        problem = (f"returned {type(made).__name__}, whose members raise when read: "
+                   f"{exception_line(exc)}")
     if problem is not None:
-        close = getattr(made, "close", None)
-        if callable(close) and isinstance(made, protocol):
-            with contextlib.suppress(Exception):
-                close()
+        with contextlib.suppress(Exception):   # one that is a protocol's gives it back
+            if isinstance(made, protocol):
+                made.close()  # type: ignore[attr-defined]
         raise TargetError(f"{option}: factory {name} {problem}")
     return made
 
@@ -193,6 +208,28 @@ class Target(abc.ABC, Generic[T]):
         """What is wrong with what a factory returned beyond missing members (attribute
         types, geometry, what a call returns), as the end of a sentence; None when fine."""
         return None
+
+    @classmethod
+    def check_once(cls, made: Any) -> str | None:
+        """What is wrong with a factory's target that only a call can show (what a read
+        answers), as the end of a sentence; checked once a run, on the first target made
+        (a call may change a cache's state, which the tests must find as the factory
+        left it)."""
+        return None
+
+    def check_first(self, made: Any) -> None:
+        """The checks of the first target a factory makes, before any test, as the
+        plugin and ``python -m pytest_folio check`` both make them: TargetError of one
+        line naming the factory."""
+        if self.kind != "factory":
+            return
+        try:
+            problem = self.check_once(made)
+        except Exception as exc:
+            problem = (f"returned {type(made).__name__}, whose check raised "
+                       f"{exception_line(exc)}")
+        if problem is not None:
+            raise TargetError(f"{self.option}: factory {self.spec.text} {problem}")
 
     @classmethod
     def resolve(cls, text: str, option: str | None = None, kind: str | None = None) -> Self:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.targets.answers import FS_RULES, answering
 from pytest_folio.targets.base import Knob, Target
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import (
@@ -109,7 +110,8 @@ class FsTarget(Target[AnyFileSystem]):
                 yield fs
             return
         bound = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
-        fs = self.call_factory(blocksize=blocksize, root=os.fspath(scratch), **bound)
+        fs = answering(self.call_factory(blocksize=blocksize, root=os.fspath(scratch),
+                                         **bound), FS_RULES)
         try:
             yield fs
         finally:

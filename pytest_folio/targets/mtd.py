@@ -20,7 +20,8 @@ from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
 from pytest_folio.model.blockdev import TORN_WRITEBACK
 from pytest_folio.sizes import format_size
-from pytest_folio.targets.base import Knob, Target
+from pytest_folio.targets.answers import MTD_RULES, AnswerError, answering, data_answer
+from pytest_folio.targets.base import Knob, Target, exception_line
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
 from pytest_folio.targets.spec import TargetError, parse_target_spec
@@ -79,8 +80,9 @@ class MTDTarget(Target[MTDDevice]):
                                               exclusive=True)
         else:
             extra = {"readonly": True} if readonly else {}
-            device = self.call_factory(size=size, erasesize=erasesize,
-                                       folio_order=folio_order, **extra)
+            device = answering(self.call_factory(size=size, erasesize=erasesize,
+                                                 folio_order=folio_order, **extra),
+                               MTD_RULES)
         try:
             yield device
         finally:
@@ -91,6 +93,10 @@ class MTDTarget(Target[MTDDevice]):
         """A device's geometry as integers that fit together (as mtd_info's) and its name
         a string (at every open: reading nothing, so a cache is left as it was)."""
         return check_mtd_geometry(made)
+
+    @classmethod
+    def check_once(cls, made: Any) -> str | None:
+        return check_mtd_read(made)
 
     @classmethod
     def check_path_at(cls, size: int | None, path: Path, option: str) -> None:
@@ -123,22 +129,19 @@ def check_mtd_geometry(dev: Any) -> str | None:
 
 
 def check_mtd_read(dev: Any) -> str | None:
-    """What is wrong with what ``read`` answers (bytes of the length asked), as the end
-    of a sentence; checked once a run, on the device the session makes first (a read
-    changes a cache's state, which the tests must find as the factory left it)."""
+    """What is wrong with what ``read`` answers (by the answer rules of
+    :mod:`.answers`: bytes-like, of the length asked), as the end of a sentence; checked
+    once a run, on the device the session makes first (a read changes a cache's state,
+    which the tests must find as the factory left it)."""
     want = min(max(16, dev.writesize), dev.size)
     try:
-        data = dev.read(0, want)
+        data_answer(dev.read(0, want), f"read(0, {want})", want, exact=True)
     except OSError:
         return None    # an errno is an answer the suites check
+    except AnswerError as exc:
+        return f"returned a device whose {exc}"
     except Exception as exc:
-        return f"returned a device whose read(0, {want}) raised {type(exc).__name__}: {exc}"
-    if not isinstance(data, (bytes, bytearray)):
-        return (f"returned a device whose read(0, {want}) returned "
-                f"{type(data).__name__}, not bytes")
-    if len(data) != want:
-        return (f"returned a device whose read(0, {want}) returned {len(data)} bytes, "
-                f"not {want}")
+        return f"returned a device whose read(0, {want}) raised {exception_line(exc)}"
     return None
 
 

@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -17,6 +18,7 @@ from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_m
 from pytest_folio.mtdtests.opgen import random_ops
 from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure, make_data
 from pytest_folio.mtdtests.report import explain, kind_of, shrink
+from pytest_folio.targets.protocols import MTDDevice
 from tests.helpers import FIRST_STRESS_PART, subprocess_env
 from tests.helpers.mtd_devices import (
     ColdReadBypassesTheCache,
@@ -28,6 +30,7 @@ from tests.helpers.mtd_devices import (
     ReadReturnsAViewOfTheFolio,
     UnalignedEraseRefusedAcrossEraseblocks,
 )
+from tests.helpers.usual_python import MemoryviewMTD, UsualMTD
 
 QUICK = ("-p", "no:cacheprovider", "-p", "no:benchmark")
 
@@ -194,9 +197,20 @@ def test_a_device_that_changes_its_rule_for_erasing_part_of_an_eraseblock_fails(
 
 def test_a_read_answering_a_view_of_its_cache_breaks_the_protocol() -> None:
     fsx = MTDFsx(ReadReturnsAViewOfTheFolio(size=1 << 20, erasesize=16384), folio=16384)
-    with pytest.raises(MTDFsxFailure, match=r"op 2 \(read 0x0 0x10\): read returned "
-                                            r"memoryview, not bytes"):
-        fsx.run([Op("erase", 0, 1 << 20), Op("read", 0, 16)])
+    with pytest.raises(MTDFsxFailure, match=r"op 4 \(sync\): the answer of read\(0, 16\) "
+                                            r"\(call 2\) had changed by call 4 \(sync\(\)\): "
+                                            r"it is a view into the target's cache"):
+        fsx.run([Op("erase", 0, 1 << 20), Op("read", 0, 16), Op("write", 0, 16, "00", 1),
+                 Op("sync")])
+
+
+@pytest.mark.parametrize("device", [UsualMTD, MemoryviewMTD])
+def test_answers_in_the_usual_python_shapes_pass(device: type[UsualMTD]) -> None:
+    """Counts and 0 returned, reopen returning the device, bytearray and memoryview
+    reads: the same information as the protocol's shapes."""
+    fsx = MTDFsx(cast(MTDDevice, device(size=1 << 20, erasesize=16384)), folio=16384)
+    fsx.run(random_ops(fsx.layout, seed=3, count=400, erased=fsx.model.is_erased))
+    assert fsx.counts["reopen"] and fsx.counts["write"] and fsx.counts["read"]
 
 
 def test_the_reference_runs_with_a_partial_last_folio_and_drops_clean_folios() -> None:

@@ -1,10 +1,14 @@
 """A user's factory that the plugin cannot use is one usage line naming it, once, before
 any test: wrong keywords (saying which the plugin passes), missing members, wrong types,
-bad geometry, a read() that does not answer bytes, an exception from the factory."""
+bad geometry, a read() that does not answer bytes, an exception from the factory (even
+SystemExit), a member that raises when read. ``python -m pytest_folio check`` runs the
+same checks and says the same line."""
 
 from __future__ import annotations
 
 import pytest
+
+from pytest_folio.cli import main
 
 QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
@@ -35,8 +39,32 @@ class ListRead(RamMTD):
 def list_read(size, erasesize, **_):
     return ListRead(size=size, erasesize=erasesize)
 
+class StrRead(RamMTD):
+    def read(self, offset, length):
+        return super().read(offset, length).decode("latin-1")
+
+def str_read(size, erasesize, **_):
+    return StrRead(size=size, erasesize=erasesize)
+
 def nothing(**_):
     return object()
+
+def exits(**_):
+    raise SystemExit(3)
+
+def raising_blocksize(blocksize, root):
+    from tests.helpers.fsx_memfs import MemFS
+
+    class Raising(MemFS):
+        @property
+        def blocksize(self):
+            raise RuntimeError("no block size yet")
+
+        @blocksize.setter
+        def blocksize(self, value):
+            pass
+
+    return Raising(blocksize)
 
 def raises(size, erasesize, **_):
     raise TypeError("cannot make one")
@@ -81,7 +109,17 @@ CASES = [
      "eraseblocks of 12288 and pages of 1: the eraseblocks must divide the size, the "
      "pages the eraseblocks"),
     ("--folio-mtd", "list_read",
-     "factory facs:list_read returned a device whose read(0, 16) returned list, not bytes"),
+     "factory facs:list_read returned a device whose read(0, 16) returned list, not "
+     "bytes-like (bytes, bytearray, memoryview)"),
+    ("--folio-mtd", "str_read",
+     "factory facs:str_read returned a device whose read(0, 16) returned str, not "
+     "bytes-like (bytes, bytearray, memoryview)"),
+    ("--folio-mtd", "exits",
+     "factory facs:exits(size=16777216, erasesize=131072, folio_order=0) raised "
+     "SystemExit: 3"),
+    ("--folio-fs", "raising_blocksize",
+     "factory facs:raising_blocksize returned Raising, whose members raise when read: "
+     "RuntimeError: no block size yet"),
     ("--folio-mtd", "nothing",
      "factory facs:nothing returned object, not an MTD device (missing: name, type, flags, "
      "size, erasesize, writesize, oobsize, read, write, erase, sync, close)"),
@@ -106,3 +144,16 @@ def test_a_factory_problem_is_one_usage_line_before_any_test(
     assert result.errlines[0] == f"ERROR: {option}: {message}"
     output = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in output and "During handling" not in output
+
+
+@pytest.mark.parametrize(("option", "factory", "message"), CASES,
+                         ids=[f"{o[8:]}-{f}" for o, f, _ in CASES])
+def test_check_says_the_same_line_as_the_plugin(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], option: str,
+        factory: str, message: str) -> None:
+    pytester.makepyfile(facs=FACTORIES)
+    pytester.syspathinsert()
+    assert main(["check", f"--{option[8:]}", f"facs:{factory}"]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"python -m pytest_folio check: error: {option}: {message}\n"
+    assert out == ""

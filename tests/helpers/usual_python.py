@@ -1,0 +1,116 @@
+"""Correct targets written the way Python code usually is: the healthy ones of
+``fsx_powercut`` and ``mtd_devices`` with only their answers' shapes changed.
+
+Calls that have nothing to say return 0, True or the object itself; writes return the
+count, as ``io`` writes do; reads return a bytearray or a memoryview of a fresh copy (a
+snapshot, not a view into the cache). None of this is a storage bug, so the default run
+must pass on them (``--folio-fs=tests.helpers.usual_python:UsualFS``,
+``--folio-mtd=tests.helpers.usual_python:UsualMTD``).
+"""
+
+from __future__ import annotations
+
+from tests.helpers.fsx_powercut import PowerCutFS
+from tests.helpers.mtd_devices import PowerCutMTD
+
+
+class UsualFS(PowerCutFS):
+    """A correct file system whose calls answer as Python code usually does."""
+
+    def close(self, fd: int) -> int:  # type: ignore[override]
+        super().close(fd)
+        return 0
+
+    def pread(self, fd: int, n: int, offset: int) -> bytearray:  # type: ignore[override]
+        return bytearray(super().pread(fd, n, offset))
+
+    def ftruncate(self, fd: int, length: int) -> UsualFS:  # type: ignore[override]
+        super().ftruncate(fd, length)
+        return self
+
+    def fsync(self, fd: int) -> int:  # type: ignore[override]
+        super().fsync(fd)
+        return 0
+
+    def fallocate(self, fd: int, mode: int, offset: int,  # type: ignore[override]
+                  length: int) -> int:
+        super().fallocate(fd, mode, offset, length)
+        return 0
+
+    def mmap_read(self, fd: int, offset: int,  # type: ignore[override]
+                  length: int) -> memoryview:
+        return memoryview(bytes(super().mmap_read(fd, offset, length)))
+
+    def mmap_write(self, fd: int, offset: int, data: bytes) -> int:  # type: ignore[override]
+        super().mmap_write(fd, offset, data)
+        return len(data)
+
+    def unlink(self, path: str) -> bool:  # type: ignore[override]
+        super().unlink(path)
+        return True
+
+    def mkdir(self, path: str, mode: int = 0o755) -> int:  # type: ignore[override]
+        super().mkdir(path, mode)
+        return 0
+
+    def rmdir(self, path: str) -> int:  # type: ignore[override]
+        super().rmdir(path)
+        return 0
+
+    def rename(self, src: str, dst: str) -> str:  # type: ignore[override]
+        super().rename(src, dst)
+        return dst
+
+    def drop_caches(self, path: str) -> int:  # type: ignore[override]
+        super().drop_caches(path)
+        return 0
+
+    def power_cut(self) -> UsualFS:  # type: ignore[override]
+        super().power_cut()
+        return self
+
+    def umount(self) -> int:  # type: ignore[override]
+        super().umount()
+        return 0
+
+
+class UsualMTD(PowerCutMTD):
+    """A correct flash device whose calls answer as Python code usually does."""
+
+    def read(self, offset: int, length: int) -> bytearray:  # type: ignore[override]
+        return bytearray(super().read(offset, length))
+
+    def write(self, offset: int, data: bytes) -> int:  # type: ignore[override]
+        super().write(offset, data)
+        return len(data)
+
+    def erase(self, offset: int, length: int) -> int:  # type: ignore[override]
+        super().erase(offset, length)
+        return 0
+
+    def sync(self) -> int:  # type: ignore[override]
+        super().sync()
+        return 0
+
+    def reopen(self) -> UsualMTD:  # type: ignore[override]
+        super().reopen()
+        return self
+
+    def drop_caches(self) -> int:  # type: ignore[override]
+        super().drop_caches()
+        return 0
+
+    def power_cut(self) -> UsualMTD:  # type: ignore[override]
+        super().power_cut()
+        return self
+
+    def close(self) -> int:  # type: ignore[override]
+        super().close()
+        return 0
+
+
+class MemoryviewMTD(UsualMTD):
+    """Reads answer a memoryview of a fresh copy: a snapshot, as good as bytes."""
+
+    def read(self, offset: int, length: int) -> memoryview:  # type: ignore[override]
+        return memoryview(bytes(super().read(offset, length)))

@@ -1,0 +1,47 @@
+"""The default run passes on correct targets written the way Python code usually is
+(tests/helpers/usual_python.py: counts and 0 returned, reopen returning the device,
+bytearray and memoryview reads), over several seeds, for both protocols: the suites
+compare what storage promises, not the shapes of the answers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q")
+# Each protocol's suites only (the other protocol's run against the reference, which
+# the main job covers); left out for time: the MTD timing suites (speed, stress,
+# torture), which compare no answer fsx for flash does not, and its Hypothesis form,
+# which replays what the random run draws.
+RUNS = {
+    "fs": ("--folio-fs=tests.helpers.usual_python:UsualFS", "-k", "not mtd"),
+    "mtd": ("--folio-mtd=tests.helpers.usual_python:UsualMTD", "-k",
+            "mtd and not speed and not stress and not torture and not hypothesis"),
+    "mtd-memoryview": ("--folio-mtd=tests.helpers.usual_python:MemoryviewMTD",
+                       "--folio-orders=2", "-k",
+                       "(mtd_fsx or mtd_read) and not hypothesis"),
+}
+# which suites each run must have passed (not skipped): fsx, the differential, the
+# semantics suites, the power cuts; fsx for flash
+MUST_PASS = {
+    "fs": ("test_fsx.py", "test_fs_differential.py", "test_fs_semantics.py",
+           "test_fs_powercut.py"),
+    "mtd": ("test_mtd_fsx.py", "test_mtd_read.py", "test_mtd_powercut.py"),
+    "mtd-memoryview": ("test_mtd_fsx.py",),
+}
+
+
+# two seeds each; the memoryview device is the mtd one with other reads: one seed
+CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3)]
+
+
+@pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
+def test_the_default_run_passes_on_usual_python_answers(pytester: pytest.Pytester,
+                                                        run: str, seed: int) -> None:
+    result = pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
+                                *RUNS[run], f"--folio-seed={seed}", *QUICK, "-rA")
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, output[-3000:]
+    passed = set(re.findall(r"^PASSED \S*?(test_\w+\.py)::", output, re.M))
+    assert set(MUST_PASS[run]) <= passed, output[-3000:]
