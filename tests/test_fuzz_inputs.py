@@ -129,17 +129,24 @@ _mtd_lines = st.builds(lambda kind, offset, length, fill, seed: str(
     st.sampled_from(MTD_KINDS), _offsets, _offsets, st.sampled_from(FILLS), _offsets)
 
 
+def _edit(data: st.DataObject, rows: list[list[Any]], new: st.SearchStrategy[Any],
+          most: int) -> None:
+    """Up to ``most`` edits of ``rows`` in place: an item of a row replaced by one drawn
+    from ``new``, one inserted, or one removed."""
+    for _ in range(data.draw(st.integers(0, most))):
+        row = rows[data.draw(st.integers(0, len(rows) - 1))]
+        at = data.draw(st.integers(0, len(row)))
+        edit = data.draw(st.sampled_from(["replace", "insert", "remove"]))
+        if edit != "insert" and at < len(row):
+            del row[at]
+        if edit != "remove":
+            row.insert(at, data.draw(new))
+
+
 def _edited_log(data: st.DataObject, head: str, lines: st.SearchStrategy[str]) -> str:
     """A valid log with up to four edits: a word replaced, inserted or removed."""
     log = [head.split(), *(line.split() for line in data.draw(st.lists(lines, max_size=5)))]
-    for _ in range(data.draw(st.integers(0, 4))):
-        words = log[data.draw(st.integers(0, len(log) - 1))]
-        at = data.draw(st.integers(0, len(words)))
-        edit = data.draw(st.sampled_from(["replace", "insert", "remove"]))
-        if edit != "insert" and at < len(words):
-            del words[at]
-        if edit != "remove":
-            words.insert(at, data.draw(_log_words))
+    _edit(data, log, _log_words, 4)
     return "\n".join(" ".join(words) for words in log)
 
 
@@ -180,14 +187,7 @@ def test_an_edited_fsdiff_log_loads_and_runs_or_is_one_line(data: st.DataObject)
     families = supported(Ramfs(features="full")) | {"drop_caches"}
     ops = [list(op) for op in generate(data.draw(st.integers(0, 1 << 16)),
                                        frozenset(families), 6)]
-    for _ in range(data.draw(st.integers(0, 3))):
-        op = ops[data.draw(st.integers(0, len(ops) - 1))]
-        at = data.draw(st.integers(0, len(op)))
-        edit = data.draw(st.sampled_from(["replace", "insert", "remove"]))
-        if edit != "insert" and at < len(op):
-            del op[at]
-        if edit != "remove":
-            op.insert(at, data.draw(_json_edits))
+    _edit(data, ops, _json_edits, 3)
     lines = [json.dumps(op) for op in ops]
     if data.draw(st.booleans()):        # and now and then a word of the text itself
         line = data.draw(st.integers(0, len(lines) - 1))

@@ -3,8 +3,10 @@ whether a process is still alive."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -137,3 +139,26 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
+
+
+def fake_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qemu_script: str) -> Path:
+    """``tmp_path`` as a machine for ``vm``: a qemu-system-x86_64 on PATH running
+    ``qemu_script`` (a Python stand-in that plays the guest), a bzImage and a busybox
+    stand-in; no KVM, no bytecode warm-up, ``tmp_path`` the working directory."""
+    from pytest_folio.vm import runner
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-x86_64"
+    qemu.write_text(f"#!{sys.executable}\n{qemu_script}")
+    qemu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_QEMU", "ok")
+    (tmp_path / "bzImage").write_bytes(bzimage(b"", "6.1.0-test"))
+    (tmp_path / "busybox").write_bytes(b"\x7fELF busybox")
+    monkeypatch.setattr(runner, "find_busybox", lambda: tmp_path / "busybox")
+    monkeypatch.setattr(runner, "kvm_usable", lambda: False)
+    monkeypatch.setattr(runner, "warm_bytecode", lambda argv, prefix, environ: 0.0)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.vm import guests, runner
+from pytest_folio.vm import guests
 from pytest_folio.vm.gateway import PORT_NAME, find_port
 from pytest_folio.vm.guests import PLUGIN, controller_argv, ramfs_args, server_argv, tx_spec
 from pytest_folio.vm.initramfs import GuestJob, init_script
 from pytest_folio.vm.qemu import Machine, qemu_command
-from tests.helpers.vm import alive, bzimage
+from tests.helpers.vm import alive, fake_machine
 from tests.vm.test_vm_boot import MISSING, leftover_qemus
 
 PY = sys.executable
@@ -245,24 +245,10 @@ def test_guest_goes_down(how):
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A qemu-system-x86_64 on PATH that plays each guest: the worker server on the
     worker channel's socket, a heartbeat, and a panic or hang on request."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    qemu = bin_dir / "qemu-system-x86_64"
-    qemu.write_text(f"#!{sys.executable}\n{FAKE_QEMU}")
-    qemu.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
-    monkeypatch.setenv("FAKE_QEMU", "ok")
     monkeypatch.setenv("FAKE_FAULT", "none")
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    (tmp_path / "bzImage").write_bytes(bzimage(b"", "6.1.0-test"))
-    (tmp_path / "busybox").write_bytes(b"\x7fELF busybox")
     (tmp_path / "test_guests.py").write_text(GUEST_TESTS)
-    monkeypatch.setattr(runner, "find_busybox", lambda: tmp_path / "busybox")
-    monkeypatch.setattr(runner, "kvm_usable", lambda: False)
-    monkeypatch.setattr(runner, "warm_bytecode", lambda argv, prefix, environ: 0.0)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    return fake_machine(tmp_path, monkeypatch, FAKE_QEMU)
 
 
 def vm_guests(fake: Path, *args: str) -> int:

@@ -24,7 +24,7 @@ from pytest_folio.vm.guest import (
     warmup_argv,
 )
 from pytest_folio.vm.initramfs import GUEST_RAMFS, GUEST_RAMFS_ARGS
-from tests.helpers.vm import alive, bzimage, kernel_tree, module
+from tests.helpers.vm import alive, bzimage, fake_machine, kernel_tree, module
 
 FAKE_QEMU = r'''
 import os, re, subprocess, sys, time
@@ -71,21 +71,7 @@ say("[    3.0] reboot: Power down")
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A qemu-system-x86_64 on PATH that acts the guest; a bzImage; a busybox stand-in."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    qemu = bin_dir / "qemu-system-x86_64"
-    qemu.write_text(f"#!{sys.executable}\n{FAKE_QEMU}")
-    qemu.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
-    monkeypatch.setenv("FAKE_QEMU", "ok")
-    (tmp_path / "bzImage").write_bytes(bzimage(b"", "6.1.0-test"))
-    (tmp_path / "busybox").write_bytes(b"\x7fELF busybox")
-    monkeypatch.setattr(runner, "find_busybox", lambda: tmp_path / "busybox")
-    monkeypatch.setattr(runner, "kvm_usable", lambda: False)
-    monkeypatch.setattr(runner, "warm_bytecode", lambda argv, prefix, environ: 0.0)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    return fake_machine(tmp_path, monkeypatch, FAKE_QEMU)
 
 
 def vm(fake: Path, *args: str) -> int:
