@@ -133,7 +133,7 @@ def test_the_differential_log_replaces_a_planted_symlink(pytester: pytest.Pytest
     victim = _plant(keep, ["differential-16K.fsdiff"])
     result = pytester.runpytest(*DIFFERENTIAL, "-p", "no:cacheprovider",
                                 f"--folio-fsx-dir={keep}")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)    # [16K] and its bounded-cache run, a log each
     assert victim.read_text() == "keep"
     log = keep / "differential-16K.fsdiff"
     assert not log.is_symlink() and log.read_text().startswith("# pytest-folio differential")
@@ -155,7 +155,7 @@ def _snapshot(top: Path) -> dict[str, tuple[int, int]]:
 def test_a_printed_replay_runs_where_the_user_runs_and_writes_nothing_elsewhere(
         pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
     result = pytester.runpytest(*DIFFERENTIAL)
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)    # [16K] and its bounded-cache run
     replay = next(x for x in result.stdout.lines if x.startswith("replay: "))
     words = shlex.split(replay[len("replay: "):])
     assert words[:3] == ["python", "-m", "pytest"]

@@ -206,7 +206,7 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TimingFileError(f"{where}: no such timing file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:     # ValueError: a NUL in it
         raise TimingFileError(f"{where}: cannot read timing file: {exc}") from None
     try:
         data = json.loads(text)

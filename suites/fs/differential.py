@@ -77,7 +77,10 @@ class FsDifferential(_Base):
             small, found = shrink(ops, found, pair, seconds=budget, any_errno=any_errno)
         where = folio.fsx_dir or tmp_path_factory.mktemp("folio-differential")
         where.mkdir(parents=True, exist_ok=True)
-        log = where / f"differential-{format_size(blocksize)}.fsdiff"
+        # one log per parameter: the bounded-cache run ([4K-cache64K]) beside the plain one
+        label = getattr(getattr(request.node, "callspec", None), "id", None) or format_size(
+            blocksize)
+        log = where / f"differential-{label}.fsdiff"
         write_file(log, dump_ops(small))
         [log] = keep_failure(request.node, log)
         calls = "\n".join(f"  {line}" for line in found.log)

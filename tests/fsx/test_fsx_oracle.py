@@ -47,14 +47,14 @@ def test_differential_mode_is_on_by_default_against_a_users_target(
         pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*MODULE, "--folio-fs=tests.helpers.fsx_cachedfs:CachedFS",
                                 "--folio-block-sizes=16k", "--folio-fsx-ops=800")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)    # [16K] and, CachedFS taking cache_bytes, [16K-cache256K]
     result.stdout.fnmatch_lines(["folio: fs oracle reference:features=full (the differential*"])
 
 
 def test_none_turns_it_off(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*MODULE, "--folio-fs=tests.helpers.fsx_broken:OAppendIgnored",
                                 "--folio-fs-oracle=none", "--folio-block-sizes=4k")
-    result.assert_outcomes(skipped=1)
+    result.assert_outcomes(skipped=2)    # [4K] and its bounded-cache run
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -99,7 +99,7 @@ def test_a_broken_target_fails_with_a_short_sequence_and_the_replay_agrees(
     result = pytester.runpytest(*MODULE, "--folio-fs=tests.helpers.fsx_broken:OAppendIgnored",
                                 "--folio-block-sizes=16k", "--folio-fsx-seed=7",
                                 f"--folio-fsx-dir={keep}")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)    # [16K] and its bounded-cache run
     out = result.stdout.lines
     first = next(x for x in out if x.startswith("differential: op "))
     found = re.fullmatch(r"differential: (op \d+: .*): target (.*), oracle (.*)", first)

@@ -79,7 +79,8 @@ def test_a_bug_behind_a_big_cache_is_caught_by_the_bounded_runs_alone(
         pytester: pytest.Pytester) -> None:
     spec = "tests.helpers.fsx_broken:BigCacheReclaimLosesTheDirtyBit"
     unbounded = run(pytester, f"{spec}.without_the_bound", "-k", "test_fsx and not hypo")
-    unbounded.assert_outcomes(passed=4 * 3)
+    assert unbounded.ret == pytest.ExitCode.OK, unbounded.stdout.str()[-3000:]
+    assert unbounded.parseoutcomes()["passed"] >= 4 * 3      # every fsx run, every size
     bounded = run(pytester, spec, "-k", "test_fsx and not hypo")
     failed = re.findall(r"^FAILED \S+\[(\S+)\]", bounded.stdout.str(), re.M)
     assert failed and set(failed) == {"4K-cache64K"}, bounded.stdout.str()[-3000:]
