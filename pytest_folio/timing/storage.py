@@ -204,6 +204,8 @@ def load_run(path: str | os.PathLike[str]) -> TimingRun:
             raise TimingFileError(f"{where}: is not a regular file (a device, FIFO or "
                                   "socket), not a timing file")
         text = Path(path).read_text(encoding="utf-8")
+    except TimingFileError:
+        raise
     except FileNotFoundError:
         raise TimingFileError(f"{where}: no such timing file") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:     # ValueError: a NUL in it
