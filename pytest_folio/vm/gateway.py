@@ -99,10 +99,15 @@ def serve(port: Path | None, listen: Path | None, name: str) -> None:
     _become_worker(os.dup(conn.fileno()), header)
 
 
-def connect(path: Path, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
-    """Connect to the guest's socket, waiting while it is not there yet."""
+def connect(path: Path, timeout: float = CONNECT_TIMEOUT) -> socket.socket | None:
+    """Connect to the guest's socket, waiting while it is not there yet; None once the
+    session is over while it waits (the controller that started this relay is gone, or
+    removed the run's directory on its way out: Ctrl-C or SIGTERM during start-up)."""
     deadline = time.monotonic() + timeout
+    parent = os.getppid()
     while True:
+        if os.getppid() != parent or not path.parent.is_dir():
+            return None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(path))
@@ -122,6 +127,8 @@ def relay(path: Path, argv: list[str]) -> int:
     except OSError as exc:
         print(f"pytest-folio relay: cannot reach the guest at {path}: {exc.strerror}",
               file=sys.stderr)
+        return 1
+    if sock is None:    # the controller has said why the session ended
         return 1
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
     sock.sendall(json.dumps({"argv": argv}).encode() + b"\n")

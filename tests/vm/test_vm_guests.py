@@ -129,6 +129,28 @@ def test_a_relay_path_xdist_would_split_is_refused() -> None:
         tx_spec("/venv//bin/python", "guest1", Path("/t/g1.sock"))
 
 
+def relay_process(sock: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest_folio.vm.gateway", "relay",
+                             str(sock), "-c", "pass"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_relay_whose_session_ended_while_it_waited_leaves_quietly(tmp_path: Path) -> None:
+    """Ctrl-C or SIGTERM while xdist starts its workers: the controller removes the run's
+    directory and says why it stopped; a relay still waiting for its guest's socket ends
+    at once and says nothing after that (not 30 s later, not "cannot reach the guest")."""
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = relay_process(run / "guest1.sock")
+    time.sleep(1.0)                 # waiting for a socket that is not there yet
+    assert proc.poll() is None
+    run.rmdir()
+    started = time.monotonic()
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1 and err == "" and out == ""
+    assert time.monotonic() - started < 10
+
+
 def test_ramfs_args_name_the_mounts_the_guest_kept() -> None:
     marks = [("kernel", "Linux version 7.2"), ("ramfs", "/run/folio/ramfs-4K 4096 64x0"),
              ("ramfs-skip", "16384 mount -o blocksize=16k failed"),
