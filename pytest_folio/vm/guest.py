@@ -69,7 +69,8 @@ def size_map(paths: dict[int, str]) -> str:
 
 def guest_pytest_argv(python: str, pytest_args: list[str], mtd_size: int,
                       erasesize: int, mtd: str = "/dev/mtd0", fs: str = GUEST_RAMFS,
-                      extra: list[str] | None = None) -> list[str]:
+                      extra: list[str] | None = None, now_running: bool = False
+                      ) -> list[str]:
     """pytest's command line in the guest: the kernel targets (``mtd``, ``fs``) and the
     orders and block sizes they were made for (``extra``) first, so the user's own
     options (later on the line) still win.
@@ -77,11 +78,14 @@ def guest_pytest_argv(python: str, pytest_args: list[str], mtd_size: int,
     The reference device gets the kernel device's geometry, so differential tests compare
     like with like. ``-p pytest_folio`` keeps the plugin when the user turned plugin
     autoloading off (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1: the fastest start under TCG).
+    ``now_running``: the guest keeps the running test's id in the results share
+    (:mod:`pytest_folio.vm.nowrunning`), for the report of a run that overran.
     """
+    plugins = ["-p", "pytest_folio.vm.nowrunning"] if now_running else []
     # --opt=value: pytest takes a bare argument naming an existing path into its rootdir
     # guess, and /dev/mtd0 would make the rootdir "/".
     return [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
-            f"--folio-mtd={mtd}", f"--folio-fs={fs}", *(extra or []),
+            *plugins, f"--folio-mtd={mtd}", f"--folio-fs={fs}", *(extra or []),
             f"--folio-mtd-size={mtd_size}", f"--folio-erasesize={erasesize}",
             "--folio-allow-destructive", *pytest_args]
 

@@ -77,6 +77,7 @@ from pytest_folio.vm.kernel import (
 )
 from pytest_folio.vm.kernelbuild import build_kernel, debian_source_tree
 from pytest_folio.vm.modules import ModuleTree
+from pytest_folio.vm.nowrunning import describe
 from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
     BASE_CMDLINE,
@@ -223,7 +224,8 @@ class VMRun:
                                        strict=True)))
                 extra.append(f"--folio-block-sizes={','.join(format_size(b) for b in sizes)}")
             argv = guest_pytest_argv(sys.executable, pytest_args, self.opts.mtd_size,
-                                     self.opts.erasesize, mtd, fs, extra) + last
+                                     self.opts.erasesize, mtd, fs, extra,
+                                     now_running=True) + last
             if self.opts.ktap:
                 argv = self.selftests_argv(kernel, argv)
             job = GuestJob(
@@ -338,16 +340,18 @@ class VMRun:
                 self.kvm_marker().parent.mkdir(parents=True, exist_ok=True)
                 self.kvm_marker().write_text(f"{why}\n")
                 continue
-            return self.outcome(console, result.ended, result.stderr)
+            return self.outcome(console, result.ended, result.stderr, machine.out)
         raise AssertionError("unreachable: the last accelerator returns")
 
-    def outcome(self, console: Console, ended: str, stderr: str) -> int:
+    def outcome(self, console: Console, ended: str, stderr: str, share: Path) -> int:
         if "error" in console.marks:
             raise VMError(f"guest: {console.marks['error'].strip()}")
         if "exit" not in console.marks:
             if ended == "timeout":
+                running = describe(share, time.time())
                 raise VMError(f"the guest did not finish within {self.opts.timeout:g} s "
-                              f"(qemu killed; last console line: {console.last_line()})")
+                              f"(qemu killed; {running or 'no test had started'}; last "
+                              f"console line: {console.last_line()})")
             reason = last_line(stderr) or console.last_line()
             raise VMError(f"qemu exited before the tests finished: {reason}")
         times = console.mark_times

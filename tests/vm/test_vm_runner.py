@@ -54,6 +54,9 @@ if mode == "hang":
     subprocess.Popen(["sleep", "60"])
     say("@@folio-vm start")
     say("suites/test_mtd_stress.py ...")
+    # what pytest_folio.vm.nowrunning keeps in the results share
+    open(os.path.join(out, "running"), "w").write(
+        "3 suites/test_mtd_stress.py::TestMTDStress::test_stress[part4of4-4K]\n")
     time.sleep(60)
 say("@@folio-vm kernel [    0.000000] Linux version 6.1.0-fake (gcc) #1 SMP")
 say("@@folio-vm mtd /dev/mtd0 /dev/vda 4096 64x0 ")
@@ -96,6 +99,7 @@ def test_run_streams_output_and_returns_pytest_status(fake: Path,
     assert inner[:3] == ["cd", str(fake), "&&"]
     assert inner[inner.index("exec") + 1:] == [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_folio",
+        "-p", "pytest_folio.vm.nowrunning",
         "--folio-mtd=4K=/dev/mtd0", f"--folio-fs={GUEST_RAMFS}", "--folio-orders=0",
         "--folio-mtd-size=16777216", "--folio-erasesize=131072", "--folio-allow-destructive",
         "-k", "not slow", "--folio-save=/run/folio/out/timings.json",
@@ -156,7 +160,9 @@ def test_forced_kvm_does_not_fall_back(fake: Path, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize(("mode", "message"), [
-    ("hang", r"the guest did not finish within 2 s \(qemu killed; last console line: "
+    ("hang", r"the guest did not finish within 2 s \(qemu killed; it was running "
+             r"suites/test_mtd_stress.py::TestMTDStress::test_stress\[part4of4-4K\] for "
+             r"[0-3] s, after 3 finished test\(s\); last console line: "
              r"suites/test_mtd_stress.py ...\)$"),
     ("guest-error", r"guest: cannot mount the host root over 9p \(needs CONFIG_9P_FS\)$"),
     ("crash", r"qemu exited before the tests finished: qemu-system-x86_64: could not "
@@ -435,3 +441,38 @@ def test_a_cache_others_could_write_is_refused(tmp_path: Path, how: str,
     assert len(err.splitlines()) == 1 and f"cache {cache}: " in err, err
     assert ("writable by other users" in err) if how != "other-owner" else (
         "owned by uid 4242" in err)
+
+
+def test_the_guest_keeps_the_running_tests_id_in_the_results_share(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What a timeout's report names: the test in progress and how many had finished."""
+    from pytest_folio.vm import nowrunning
+    share = tmp_path / "out"
+    share.mkdir()
+    monkeypatch.setattr(nowrunning, "GUEST_OUT", str(share))
+    monkeypatch.setenv("PYTEST_FOLIO_VM", "1")
+    pytester.makepyfile(test_x=f"""
+        import pathlib
+        def test_a():
+            pass
+        def test_b():
+            assert pathlib.Path({str(share / "running")!r}).read_text() == \\
+                "1 test_x.py::test_b\\n"
+        """)
+    pytester.runpytest_inprocess("-p", "pytest_folio.vm.nowrunning").assert_outcomes(
+        passed=2)
+    written = (share / "running").stat().st_mtime
+    assert nowrunning.describe(share, written + 30) == (
+        "it was running test_x.py::test_b for 30 s, after 1 finished test(s)")
+    assert nowrunning.describe(tmp_path, time.time()) == ""   # no test started
+
+
+def test_the_running_test_is_kept_only_inside_a_guest(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pytest_folio.vm import nowrunning
+    monkeypatch.setattr(nowrunning, "GUEST_OUT", str(tmp_path))
+    monkeypatch.delenv("PYTEST_FOLIO_VM", raising=False)
+    pytester.makepyfile(test_x="def test_a():\n    pass\n")
+    pytester.runpytest_inprocess("-p", "pytest_folio.vm.nowrunning").assert_outcomes(
+        passed=1)
+    assert not (tmp_path / "running").exists()
