@@ -291,7 +291,7 @@ def _ktap_log(text: str) -> Path:
 
 def _fsdiff_log(text: str) -> Path:
     """A differential log that reads as one (checked now: a bad log is a usage error)."""
-    from pytest_folio.fsx.oracle import read_fsdiff
+    from pytest_folio.fsx.differential import read_fsdiff
 
     read_fsdiff(text)
     return Path(text)

@@ -18,8 +18,8 @@ import pytest
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.guest import check_after_cut, run_until_cut
 from pytest_folio.mtdtests.kernel_modules import kernel_mtd_devices
-from pytest_folio.mtdtests.kernel_powercut import check_after_cut, run_until_cut
 from pytest_folio.powercut import NOT_IN_VM, announce_cut, vm_phase
 from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import run_seed

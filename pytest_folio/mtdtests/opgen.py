@@ -19,8 +19,8 @@ import random
 from collections.abc import Callable, Iterator
 
 from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.mtdtests.mtdops import Op
-from pytest_folio.mtdtests.ops import Layout, sweep_chunk
+from pytest_folio.mtdtests.engine import Layout, sweep_chunk
+from pytest_folio.mtdtests.log import Op
 
 
 class OpMaker:

@@ -15,15 +15,15 @@ import pytest
 from pytest_folio.cli import main
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
-from pytest_folio.mtdtests import kernel_powercut as powercut
-from pytest_folio.mtdtests.kernel_modules import KernelDevice
-from pytest_folio.mtdtests.kernel_powercut import (
+from pytest_folio.mtdtests import guest as powercut
+from pytest_folio.mtdtests.guest import (
     LOG_NAME,
     check_after_cut,
     cut_ops,
     device_layout,
     run_until_cut,
 )
+from pytest_folio.mtdtests.kernel_modules import KernelDevice
 from pytest_folio.vm.qemu import run_guest
 from pytest_folio.vmabi import POWERCUT_ENV
 from tests.vm.test_vm_boot import MISSING, leftover_qemus

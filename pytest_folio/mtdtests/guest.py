@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.engine import Layout
 from pytest_folio.mtdtests.kernel_modules import KernelDevice
-from pytest_folio.mtdtests.mtdops import Op, parse_op
-from pytest_folio.mtdtests.ops import Layout
+from pytest_folio.mtdtests.log import Op, parse_op
 from pytest_folio.mtdtests.powercut import AllowedStates, apply_op, powercut_ops
 from pytest_folio.powercut import CheckResult, read_cut_log, write_cut_log
 from pytest_folio.sizes import format_size
