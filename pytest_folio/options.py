@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.hypothesis_budget import DEFAULT_LEVEL, parse_level
+from pytest_folio.linux.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_size
 from pytest_folio.timeout import MAX_SECONDS
 
@@ -280,7 +280,7 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
 
 def _ktap_log(text: str) -> Path:
     """A KTAP log that reads as one (checked now: a bad log is a usage error)."""
-    from pytest_folio.ktap import KtapError, read
+    from pytest_folio.ktap.log import KtapError, read
 
     try:
         read(text)

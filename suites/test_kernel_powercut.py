@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.guest import check_after_cut, run_until_cut
 from pytest_folio.mtdtests.kernel_modules import kernel_mtd_devices

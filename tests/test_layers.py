@@ -20,8 +20,8 @@ SOURCES = {"pytest_folio": ROOT / "pytest_folio",
 
 # Top to bottom. A module belongs to the layer of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("pytest_folio.cli", "pytest_folio.__main__", "pytest_folio.vm", "pytest_folio.check",
-     "pytest_folio.shrink_command"),
+    ("pytest_folio.cli", "pytest_folio.__main__", "pytest_folio.vm", "pytest_folio.commands.check",
+     "pytest_folio.commands.shrink"),
     ("pytest_folio.plugin",),
     ("pytest_folio.suites",),
     ("pytest_folio.fixtures",),

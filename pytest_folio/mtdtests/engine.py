@@ -30,7 +30,7 @@ from typing import cast
 
 from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
 from pytest_folio.mtdtests.expected import OK, FlashOracle, Outcome
 from pytest_folio.mtdtests.log import KINDS, Op

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.engine import Layout
 from pytest_folio.mtdtests.kernel_modules import KernelDevice

@@ -23,8 +23,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.hypothesis_budget import profile_name, register_profiles, run_machine
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.engine import Layout, MTDFsx, MTDFsxFailure, sweep_chunk
 from pytest_folio.mtdtests.log import FILLS, Op
 from pytest_folio.targets.protocols import MTDDevice

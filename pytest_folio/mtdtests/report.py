@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.engine import Layout, MTDFsxFailure
 from pytest_folio.mtdtests.log import Op
 from pytest_folio.shrink import ddmin

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
 from pytest_folio.model.blockdev import TORN_WRITEBACK
 from pytest_folio.sizes import format_size

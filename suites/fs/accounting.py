@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
 from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,

@@ -6,8 +6,8 @@ import errno
 import os
 from functools import partial
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.differential import copy_all
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import (
     FALLOC_FL_UNKNOWN,
     RDWR_CREAT,

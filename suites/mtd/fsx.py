@@ -11,10 +11,10 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.files import write_file
 from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import is_writeable
 from pytest_folio.mtdtests.engine import Layout, MTDFsx, MTDFsxFailure
 from pytest_folio.mtdtests.log import Op, format_mtdops

@@ -10,8 +10,8 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.mtd import mtd_opener
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests import is_nand
 from pytest_folio.mtdtests.engine import Layout
 from pytest_folio.mtdtests.log import Op

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.mtdtests import guest as powercut
 from pytest_folio.mtdtests.guest import (
