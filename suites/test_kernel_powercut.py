@@ -54,7 +54,7 @@ def test_kernel_power_cut_keeps_synced_data_reads_the_rest_old_or_new(
         pytest.skip(f"kernel {os.uname().release} has no block2mtd device with {folio} "
                     "folios")
     try:
-        result = check_after_cut(folio, devices[0], Path(GUEST_OUT))
+        result = check_after_cut(folio, Path(GUEST_OUT))
     except MTDTestError as exc:
         pytest.fail(str(exc))
     request.node.add_report_section("call", "power cut", result.summary)
