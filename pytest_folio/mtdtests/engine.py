@@ -31,11 +31,12 @@ from typing import cast
 from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference
 from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.linux.uapi import MTD_RAM
 from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
 from pytest_folio.mtdtests.expected import OK, FlashOracle, Outcome
 from pytest_folio.mtdtests.log import KINDS, Op
 from pytest_folio.targets.answers import MTD_RULES, AnswerError, answering
-from pytest_folio.targets.protocols import MTD_RAM, DropCaches, MTDDevice, Reopenable
+from pytest_folio.targets.protocols import DropCaches, MTDDevice, Reopenable
 
 _PAGE_FILLS = ("ff", "00", "same", "rand", "rand")
 _FILL_CLASS = {"rand": "random", "ff": "0xff", "00": "zero", "same": "same as there",

@@ -26,7 +26,7 @@ from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
 from pytest_folio.targets.spec import TargetError, parse_target_spec
 
-__all__ = ["APIS", "Block2MTD", "MTDTarget", "oracle_label", "reference_device",
+__all__ = ["MTDTarget", "oracle_label", "reference_device",
            "resolve_mtd_oracle", "resolve_mtd_target"]
 
 OPTION = "--folio-mtd"
