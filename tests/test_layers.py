@@ -121,6 +121,44 @@ def test_every_import_goes_to_the_same_layer_or_below() -> None:
     assert upward == []
 
 
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def doc_layers(text: str) -> list[list[str]]:
+    """The layer table of docs/architecture.md, top to bottom: each row's names (a row's
+    names may run over several lines; three spaces or more part them from its words)."""
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    rows: list[list[str]] = []
+    names: list[str] = []
+    for line in block.splitlines():
+        if line and not line[0].isspace():
+            part, _, words = line.partition("   ")
+            names += part.split()
+            if not words.strip():
+                continue
+        if names:
+            rows.append(names)
+            names = []
+    return [*rows, names] if names else rows
+
+
+def test_the_doc_draws_the_layers_the_test_checks() -> None:
+    """Every module of the package's root is in the doc's table, in the row of its layer,
+    and the table has the layers the test checks, in the same order."""
+    rows = doc_layers(DOC.read_text())
+    placed = {f"pytest_folio.{n.strip('/')}": i for i, row in enumerate(rows) for n in row}
+    assert len(rows) == len(LAYERS)
+    assert {n: layer_of(n) for n in placed} == placed
+    tops = {".".join(name.split(".")[:2]) for name, _ in modules() if name != "pytest_folio"}
+    assert sorted(tops - placed.keys()) == []
+
+
+def test_the_doc_reader_sees_rows_over_several_lines() -> None:
+    text = ("## Layers\n\n```\na  b                 top\nc d\ne  f/\n"
+            "                             bottom, over two lines\n```\n")
+    assert doc_layers(text) == [["a", "b"], ["c", "d", "e", "f/"]]
+
+
 @pytest.mark.parametrize(("a", "b"), APART)
 def test_neighbours_in_a_layer_do_not_import_each_other(a: str, b: str) -> None:
     crossing = [f"{name} imports {dep}" for name, path in modules()
