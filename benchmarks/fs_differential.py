@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_folio.fsx.oracle import MAXLEN, Runner, common, compare, generate
+from pytest_folio.fsx.differential import MAXLEN, Runner, common, compare, generate
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.sizes import parse_size
 from pytest_folio.targets.directory import directory_filesystem

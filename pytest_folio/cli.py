@@ -24,8 +24,8 @@ COMMANDS = [
     "pytest_folio.timing.commands:register_list",
     "pytest_folio.timing.commands:register_bandwidth",
     "pytest_folio.vm.runner:register",
-    "pytest_folio.check:register",
-    "pytest_folio.shrink_command:register",
+    "pytest_folio.commands.check:register",
+    "pytest_folio.commands.shrink:register",
 ]
 
 USAGE_ERROR = 2

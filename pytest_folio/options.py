@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.hypothesis_budget import DEFAULT_LEVEL, parse_level
+from pytest_folio.linux.constants import MAX_PAGECACHE_ORDER, PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_block_size, parse_list, parse_size
 from pytest_folio.timeout import MAX_SECONDS
 
@@ -280,7 +280,7 @@ def _seed(given: GivenValues, chosen: int | None) -> int:
 
 def _ktap_log(text: str) -> Path:
     """A KTAP log that reads as one (checked now: a bad log is a usage error)."""
-    from pytest_folio.ktap import KtapError, read
+    from pytest_folio.ktap.log import KtapError, read
 
     try:
         read(text)
@@ -291,7 +291,7 @@ def _ktap_log(text: str) -> Path:
 
 def _fsdiff_log(text: str) -> Path:
     """A differential log that reads as one (checked now: a bad log is a usage error)."""
-    from pytest_folio.fsx.oracle import read_fsdiff
+    from pytest_folio.fsx.differential import read_fsdiff
 
     read_fsdiff(text)
     return Path(text)
@@ -417,7 +417,7 @@ def _pages(size: int, what: str) -> int:
     return size
 
 
-def check_mtd_geometry(size: int, erasesize: int) -> None:
+def check_reference_geometry(size: int, erasesize: int) -> None:
     """The reference device's geometry rules (block2mtd's own checks)."""
     _pages(size, "MTD size")
     _pages(erasesize, "erasesize")
@@ -432,7 +432,7 @@ def parse_erasesizes(text: str, size: int) -> tuple[int, ...]:
     erasesizes = parse_unique(parse_list(text), lambda e: parse_size(str(e)),
                               lambda e: f"erasesize {format_size(e)}")
     for each in erasesizes:
-        check_mtd_geometry(size, each)
+        check_reference_geometry(size, each)
     return erasesizes
 
 
@@ -450,7 +450,7 @@ def read_settings(config: pytest.Config, seed: int | None = None) -> FolioSettin
     erasesize = given.parse("--folio-erasesize", lambda t: _pages(parse_size(t), "erasesize"))
     assert orders and block_sizes and mtd_size is not None and erasesize is not None
     try:
-        check_mtd_geometry(mtd_size, erasesize)
+        check_reference_geometry(mtd_size, erasesize)
     except ValueError as exc:
         raise given.error("--folio-erasesize",
                           f"{exc} ({given.source('--folio-mtd-size')})") from None

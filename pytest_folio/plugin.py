@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from pytest_folio import hookspecs, progress, suites
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio import hookspecs, suites
 from pytest_folio.coverage import CoverageCollector
 from pytest_folio.fixtures.failures import failures_root
 from pytest_folio.fixtures.timing import register_collector
-from pytest_folio.ktap_items import collect_log, locate_skip
+from pytest_folio.ktap.items import collect_log, locate_skip
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.options import (
     add_options,
     parse_block_size_value,
@@ -37,11 +37,12 @@ from pytest_folio.session import (
     settings,
 )
 from pytest_folio.sizes import format_size
-from pytest_folio.skips import SkipSummary
-from pytest_folio.stale import StaleFailures
 from pytest_folio.targets.fs import fs_oracle_header
 from pytest_folio.targets.mtd import oracle_label
-from pytest_folio.textwidth import wrap
+from pytest_folio.terminal import progress
+from pytest_folio.terminal.skips import SkipSummary
+from pytest_folio.terminal.stale import StaleFailures
+from pytest_folio.terminal.textwidth import wrap
 from pytest_folio.timeout import FolioTimeout
 from pytest_folio.timing.collector import CONTROLLER_HOST
 from pytest_folio.vmabi import GUEST_TARGETS_ENV
@@ -89,14 +90,14 @@ def pytest_configure(config: pytest.Config) -> None:
     register_collector(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
-    config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.progress")
+    config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.terminal.progress")
     if not hasattr(config, "workerinput"):     # the controller sees every report
-        config.pluginmanager.register(SkipSummary(), "pytest_folio.skips")
+        config.pluginmanager.register(SkipSummary(), "pytest_folio.terminal.skips")
         failures = failures_root(config)
         if failures is not None:
             config.pluginmanager.register(
                 StaleFailures(failures, str(settings(config).failures)),
-                "pytest_folio.stale")
+                "pytest_folio.terminal.stale")
     if settings(config).timeout:
         config.pluginmanager.register(FolioTimeout(settings(config).timeout),
                                       "pytest_folio.timeout")

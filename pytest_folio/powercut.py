@@ -1,7 +1,8 @@
 """What the power-cut suites share (the MTD runs in :mod:`.mtdtests.powercut`, the file
 runs in :mod:`.fsx.powercut`): a failing run shrunk to the fewest operations before its
 cut that still fail, and the report that shows it; and, for ``vm --power-cut``, the
-guest's side of the handshake (which boot this is, and the cut asked of the host)."""
+guest's side of the handshake (which boot this is, and the cut asked of the host) and
+the shape both guest sides take (:class:`GuestSide`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pytest_folio.files import write_file
 from pytest_folio.shrink import ddmin
@@ -23,6 +24,7 @@ NOT_IN_VM = ("the kernel power cut runs in the VM over two boots: "
              "python -m pytest_folio vm --power-cut")
 
 T = TypeVar("T")
+Targets = TypeVar("Targets", contravariant=True)
 
 
 def cut_report(what: str, summary: str, ops: Sequence[T],
@@ -92,3 +94,23 @@ class CheckResult:
 
     problem: str | None
     summary: str
+
+
+class GuestSide(Protocol[Targets]):
+    """The guest's side of ``vm --power-cut`` for one kind of target, a module each
+    (:mod:`pytest_folio.mtdtests.guest` over block2mtd devices, :mod:`pytest_folio.fsx.guest`
+    over file systems), so the two boots read alike whichever is cut: the cut boot runs
+    the operations on every target and logs them to the results share, the check boot
+    replays the log of the target of one size label ("16K") and reads it back."""
+
+    LOG_NAME: str     # the cut boot's log, on the results share
+
+    def run_until_cut(self, targets: Targets, seed: int, out: Path, /) -> Sequence[object]:
+        """Run the cut boot's operations on every target and write the log to ``out``;
+        what is returned stays open until the power goes."""
+        ...
+
+    def check_after_cut(self, label: str, out: Path, /) -> CheckResult:
+        """Replay the log of the ``label`` target and check what it reads back; raise
+        when the cut boot left no log for it."""
+        ...

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.log import (
     FsxopsError,
     LogEntry,
@@ -32,7 +31,8 @@ from pytest_folio.fsx.log import (
     recorded_by,
 )
 from pytest_folio.inputs import read_log
-from pytest_folio.mtdtests.mtdops import MTDLog, MTDOpsError, parse_mtdops
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.mtdtests.log import MTDLog, MTDOpsError, parse_mtdops
 from pytest_folio.options import FolioSettings
 from pytest_folio.params import default_erasesizes
 from pytest_folio.sizes import format_size

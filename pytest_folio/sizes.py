@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_folio.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.linux.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)

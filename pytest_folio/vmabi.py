@@ -1,6 +1,6 @@
 """What the VM runner's host and guest both name: the console marker the guest's lines
 start with, the guest's directories and ``vm --power-cut``'s phases. A module of its own
-at the bottom, so guest-side code below the suites (the ``kernel_powercut`` modules of
+at the bottom, so guest-side code below the suites (the ``guest`` modules of
 :mod:`pytest_folio.mtdtests` and :mod:`pytest_folio.fsx`) shares the names with the
 runner without importing it."""
 

@@ -36,10 +36,10 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.fsx import FsxRunner
 from pytest_folio.fsx.config import FsxOptions, parse_fsx_args
 from pytest_folio.fsx.log import FL_SKIPPED
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import AnyFileSystem
 
 __all__ = ["FsxSuite"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.fixtures.fs import fs_target
-from pytest_folio.fsx.kernel_powercut import (
+from pytest_folio.fsx.guest import (
     KernelPowerCutError,
     NamesSynced,
     check_after_cut,

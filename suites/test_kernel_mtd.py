@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio import progress
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.measurement import Measurement
 from pytest_folio.mtdtests.common import mtdtest_erase_good_eraseblocks
 from pytest_folio.mtdtests.kernel_modules import (
@@ -39,6 +38,7 @@ from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import run_seed
 from pytest_folio.suites.mtd.race import RaceCounts, run_invalidate_race
 from pytest_folio.targets.mtdchar import open_mtd_char
+from pytest_folio.terminal import progress
 
 RACE_PASSES = 2         # per side, ABBA: each pass runs --folio-race-seconds per device
 SPEED_PASSES = 4        # samples per row: the fewest the collector's significance test takes

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.guest import check_after_cut, run_until_cut
 from pytest_folio.mtdtests.kernel_modules import kernel_mtd_devices
-from pytest_folio.mtdtests.kernel_powercut import check_after_cut, run_until_cut
 from pytest_folio.powercut import NOT_IN_VM, announce_cut, vm_phase
 from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import run_seed
@@ -54,7 +54,7 @@ def test_kernel_power_cut_keeps_synced_data_reads_the_rest_old_or_new(
         pytest.skip(f"kernel {os.uname().release} has no block2mtd device with {folio} "
                     "folios")
     try:
-        result = check_after_cut(folio, devices[0], Path(GUEST_OUT))
+        result = check_after_cut(folio, Path(GUEST_OUT))
     except MTDTestError as exc:
         pytest.fail(str(exc))
     request.node.add_report_section("call", "power cut", result.summary)

@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 
 from pytest_folio.errors import errno_of
-from pytest_folio.fsx.oracle import common, compare, generate
+from pytest_folio.fsx.differential import common, compare, generate
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.protocols import AnyFileSystem
 from tests.helpers import CHECKOUT

@@ -29,7 +29,7 @@ PRIVATE_DIRS = ("pytest_folio/vm/",)
 PRIVATE = {
     "pytest_folio/mtdtests/kernel_modules.py",       # a sysfs parameter, not a file
     "pytest_folio/mtdtests/kernel_blockdev.py",      # /proc/sys/vm/drop_caches, not a file
-    "pytest_folio/mtdtests/kernel_powercut.py",      # the guest's results share (vm's own)
+    "pytest_folio/mtdtests/guest.py",      # the guest's results share (vm's own)
     "pytest_folio/targets/directory.py",             # the target's own scratch directory
 }
 _WRITES = re.compile(r"write_text\(|write_bytes\(|(?<![\w.])open\([^)]*,\s*['\"][wax]b?\+?['\"]|"

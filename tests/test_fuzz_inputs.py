@@ -19,6 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_folio.cli import main
+from pytest_folio.fsx.differential import (
+    LOG_HEADER,
+    MAX_REPLAY_LENGTH,
+    SLOTS,
+    Runner,
+    generate,
+    load_ops,
+    supported,
+)
 from pytest_folio.fsx.log import (
     FSYNC_NOTE,
     OP_NAMES,
@@ -28,18 +37,9 @@ from pytest_folio.fsx.log import (
     op_args_count,
     parse_fsxops,
 )
-from pytest_folio.fsx.oracle import (
-    LOG_HEADER,
-    MAX_REPLAY_LENGTH,
-    SLOTS,
-    Runner,
-    generate,
-    load_ops,
-    supported,
-)
 from pytest_folio.model.ramfs import Ramfs
-from pytest_folio.mtdtests.mtdops import FILLS, MTDLog, MTDOpsError, Op, parse_mtdops
-from pytest_folio.mtdtests.mtdops import KINDS as MTD_KINDS
+from pytest_folio.mtdtests.log import FILLS, MTDLog, MTDOpsError, Op, parse_mtdops
+from pytest_folio.mtdtests.log import KINDS as MTD_KINDS
 from pytest_folio.timing.storage import Record, TimingRun
 from pytest_folio.vm.vmoptions import VMOptions, check_options
 

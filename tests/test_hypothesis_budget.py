@@ -62,7 +62,7 @@ def test_every_level_has_a_budget_for_each_machine_and_thorough_is_larger() -> N
 def test_the_profiles_come_from_the_budget_and_have_no_deadline() -> None:
     from hypothesis import settings
 
-    import pytest_folio.fsx.fsx_machine  # noqa: F401  (registers the profiles)
+    import pytest_folio.fsx.machine  # noqa: F401  (registers the profiles)
 
     for (kind, level), budget in BUDGETS.items():
         profile = settings.get_profile(profile_name(kind, level))
@@ -102,7 +102,7 @@ def _counting_machine(calls: list[int]) -> type:
 
 
 def test_the_second_run_replays_the_shrunk_failure_from_the_database(tmp_path: Path) -> None:
-    import pytest_folio.fsx.fsx_machine  # noqa: F401  (registers the profiles)
+    import pytest_folio.fsx.machine  # noqa: F401  (registers the profiles)
     from pytest_folio.hypothesis_budget import run_machine
 
     first: list[int] = []

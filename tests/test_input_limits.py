@@ -13,8 +13,7 @@ import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.errors import CommandError
-from pytest_folio.fsx.log import FsxopsError, parse_fsxops
-from pytest_folio.fsx.oracle import (
+from pytest_folio.fsx.differential import (
     LOG_HEADER,
     MAX_REPLAY_LENGTH,
     dump_ops,
@@ -22,9 +21,10 @@ from pytest_folio.fsx.oracle import (
     load_ops,
     supported,
 )
+from pytest_folio.fsx.log import FsxopsError, parse_fsxops
 from pytest_folio.inputs import MAX_LOG_BYTES, excerpt, printable
 from pytest_folio.model.ramfs import Ramfs
-from pytest_folio.mtdtests.mtdops import MTDOpsError, parse_mtdops
+from pytest_folio.mtdtests.log import MTDOpsError, parse_mtdops
 from pytest_folio.timing.storage import Record, TimingRun
 from pytest_folio.vm.vmoptions import check_cache, check_patch, host_memory
 

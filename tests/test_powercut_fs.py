@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.powercut import (
     CUT,
     FALLOCATE_MODES,
@@ -20,6 +19,7 @@ from pytest_folio.fsx.powercut import (
     fs_powercut_ops,
     powercut_features,
 )
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.powercut import cut_report
 from tests.helpers.fsx_powercut import (
     ORDERED_BUGS,

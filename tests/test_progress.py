@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_folio import progress
+from pytest_folio.terminal import progress
 
 STRESS = """
 import pytest

@@ -15,9 +15,9 @@ from pytest_folio.cli import main
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import read_fsxops, recorded_by, recorded_note, write_fsxops
-from pytest_folio.mtdtests.mtdops import format_mtdops, parse_mtdops
+from pytest_folio.mtdtests.engine import MTDFsx, MTDFsxFailure
+from pytest_folio.mtdtests.log import format_mtdops, parse_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
-from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure
 from tests.helpers.fsx_broken import StaleDataAfterTruncateUp
 from tests.helpers.mtd_devices import EvictionDropsDirty
 

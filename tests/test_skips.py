@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_folio.skips import family
+from pytest_folio.terminal.skips import family
 
 SKIPS = """
 import pytest

@@ -4,7 +4,7 @@
   :class:`~pytest_folio.targets.protocols.FileSystem`, with fsx's reports;
 - :class:`FsxOptions` / :func:`parse_fsx_args` are fsx's options and flags;
 - :func:`read_fsxops` / :func:`write_fsxops` are fsx's replay format;
-- :mod:`pytest_folio.fsx.fsx_machine` is the Hypothesis state-machine form.
+- :mod:`pytest_folio.fsx.machine` is the Hypothesis state-machine form.
 """
 
 from pytest_folio.fsx.config import FsxOptions, parse_fsx_args

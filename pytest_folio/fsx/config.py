@@ -22,7 +22,7 @@ from pytest_folio.hypothesis_budget import profile_name
 DEFAULT_MAXFILELEN = 256 * 1024
 DEFAULT_MAXOPLEN = 64 * 1024
 
-# The Hypothesis profiles of the state machine (pytest_folio.fsx.fsx_machine), by name: the
+# The Hypothesis profiles of the state machine (pytest_folio.fsx.machine), by name: the
 # machine imports Hypothesis, so the names live here for callers that only pass them on.
 QUICK = profile_name("fsx", "quick")
 THOROUGH = profile_name("fsx", "thorough")

@@ -31,7 +31,7 @@ from pytest_folio.fsx.log import (
 )
 from pytest_folio.fsx.probe import FALLOC_MODE_OF, UNSUPPORTED
 from pytest_folio.fsx.state import PAGE_MASK, PAGE_SIZE, FsxState
-from pytest_folio.uapi import FALLOC_FL_KEEP_SIZE
+from pytest_folio.linux.uapi import FALLOC_FL_KEEP_SIZE
 
 # The words fsx uses for the two: in "skipping zero length ...", "... to largest ever",
 # and its do_*() function's name.

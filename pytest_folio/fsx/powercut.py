@@ -32,10 +32,8 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import cast
 
+from pytest_folio.linux.uapi import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE
 from pytest_folio.targets.protocols import (
-    FALLOC_FL_KEEP_SIZE,
-    FALLOC_FL_PUNCH_HOLE,
-    FALLOC_FL_ZERO_RANGE,
     CopyFileRange,
     Fallocate,
     FileSystem,

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.log import OP_NAMES, LogEntry, dump_line
+from pytest_folio.linux.constants import PAGE_SIZE
 
 LOGSIZE = 10000  # fsx dumps the last LOGSIZE operations; the .fsxops file gets them all
 # the lines a failure's one-line summary prefers to the last line printed

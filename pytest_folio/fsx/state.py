@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from pytest_folio import coverage
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.artifacts import read_target_file, save_failure
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.expected import DataPattern, FileModel
@@ -44,6 +43,7 @@ from pytest_folio.fsx.report import (
     logdump_lines,
     size_error_line,
 )
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import AnyFileSystem, DropCaches
 
 PAGE_MASK = PAGE_SIZE - 1

@@ -35,6 +35,8 @@ from itertools import compress, cycle, islice, repeat
 from operator import and_, attrgetter, getitem, not_
 from typing import cast
 
+from pytest_folio.linux.mtdcore import mtd_check_erase, mtd_check_read, mtd_check_write
+from pytest_folio.linux.uapi import MTD_CAP_RAM, MTD_RAM, MTD_WRITEABLE
 from pytest_folio.model.blockdev import TORN_WRITEBACK, BlockDevice
 from pytest_folio.model.constants import MAX_PAGECACHE_ORDER, PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.folio import (
@@ -47,8 +49,6 @@ from pytest_folio.model.folio import (
 from pytest_folio.model.page_writeback import folio_mark_dirty
 from pytest_folio.model.pagewrappers import lock_page, put_page, set_page_dirty, unlock_page
 from pytest_folio.model.stats import Stats
-from pytest_folio.mtdcore import mtd_check_erase, mtd_check_read, mtd_check_write
-from pytest_folio.uapi import MTD_CAP_RAM, MTD_RAM, MTD_WRITEABLE
 
 PAGE_MASK = ~(PAGE_SIZE - 1)
 _IN_PAGE = PAGE_SIZE - 1

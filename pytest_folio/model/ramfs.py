@@ -26,6 +26,12 @@ from __future__ import annotations
 
 import errno
 
+from pytest_folio.linux.uapi import (
+    FALLOC_FL_COLLAPSE_RANGE,
+    FALLOC_FL_INSERT_RANGE,
+    FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+)
 from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
 from pytest_folio.model.filemap import AddressSpace
 from pytest_folio.model.folio import (
@@ -42,12 +48,6 @@ from pytest_folio.model.pagemap import FGP_CREAT, FGP_LOCK
 from pytest_folio.model.stats import Stats
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, Inode, Vfs, raise_errno
 from pytest_folio.sizes import ilog2, parse_block_size
-from pytest_folio.uapi import (
-    FALLOC_FL_COLLAPSE_RANGE,
-    FALLOC_FL_INSERT_RANGE,
-    FALLOC_FL_PUNCH_HOLE,
-    FALLOC_FL_ZERO_RANGE,
-)
 
 RAMFS_MAGIC = 0x858458F6
 DEFAULT_MEMORY = 256 << 20

@@ -17,16 +17,16 @@ import time
 from abc import ABC, abstractmethod
 from typing import NoReturn
 
-from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
-from pytest_folio.model.filemap import AddressSpace
-from pytest_folio.model.folio import folio_put
-from pytest_folio.uapi import (
+from pytest_folio.linux.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
 )
+from pytest_folio.model.constants import PAGE_SHIFT, PAGE_SIZE
+from pytest_folio.model.filemap import AddressSpace
+from pytest_folio.model.folio import folio_put
 
 NAME_MAX = 255
 MAX_LFS_FILESIZE = (1 << 63) - 1        # a 64-bit kernel's, and ramfs's and tmpfs's s_maxbytes

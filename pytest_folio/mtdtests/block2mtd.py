@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import random
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.model.block2mtd import APIS, Block2MTD
 from pytest_folio.mtdtests.common import MTDTestError, check_data, mtdtest_read
 from pytest_folio.mtdtests.stress import run_stresstest
-from pytest_folio.targets.mtd import APIS, Block2MTD, reference_device, resolve_mtd_target
+from pytest_folio.targets.mtd import reference_device, resolve_mtd_target
 
 
 def _dirty_folios(dev: Block2MTD) -> list[int]:

@@ -12,14 +12,8 @@ import errno
 from collections.abc import Callable
 
 from pytest_folio.bytescmp import first_difference
-from pytest_folio.targets.protocols import (
-    MTD_MLCNANDFLASH,
-    MTD_NANDFLASH,
-    MTD_WRITEABLE,
-    ChunkedMTD,
-    HasBadBlocks,
-    MTDDevice,
-)
+from pytest_folio.linux.uapi import MTD_MLCNANDFLASH, MTD_NANDFLASH, MTD_WRITEABLE
+from pytest_folio.targets.protocols import ChunkedMTD, HasBadBlocks, MTDDevice
 
 # The kernel tests assume 512-byte "pages" on devices whose writesize is 1 (RAM, NOR).
 NOT_NAND_PAGE_SIZE = 512

@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 
-from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.mtdtests.mtdops import Op
-from pytest_folio.mtdtests.ops import Layout, sweep_chunk
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.mtdtests.engine import Layout, sweep_chunk
+from pytest_folio.mtdtests.log import Op
 
 
 class OpMaker:

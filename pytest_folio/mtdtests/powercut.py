@@ -15,11 +15,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
-from pytest_folio.mtdtests.mtdops import Op
+from pytest_folio.mtdtests.engine import Layout, make_data
+from pytest_folio.mtdtests.log import Op
 from pytest_folio.mtdtests.opgen import OpMaker
-from pytest_folio.mtdtests.ops import Layout, make_data
 from pytest_folio.targets.protocols import MTDDevice, PowerCut, power_cut_unit
 
 SCHEDULES = ("sync", "writes", "erases")

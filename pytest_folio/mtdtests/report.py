@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.mtdtests.mtdops import Op
-from pytest_folio.mtdtests.ops import Layout, MTDFsxFailure
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.mtdtests.engine import Layout, MTDFsxFailure
+from pytest_folio.mtdtests.log import Op
 from pytest_folio.shrink import ddmin
 
 SHRINK_SECONDS = 20.0     # the search's budget: a failure is printed within it

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.targets import syscalls
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,

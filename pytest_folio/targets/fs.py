@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.answers import FS_RULES, answering
 from pytest_folio.targets.base import Knob, Target

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import APIS, Block2MTD, make_reference_block2mtd
 from pytest_folio.model.blockdev import TORN_WRITEBACK
 from pytest_folio.sizes import format_size
@@ -26,7 +26,7 @@ from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.targets.protocols import MTDDevice
 from pytest_folio.targets.spec import TargetError, parse_target_spec
 
-__all__ = ["APIS", "Block2MTD", "MTDTarget", "oracle_label", "reference_device",
+__all__ = ["MTDTarget", "oracle_label", "reference_device",
            "resolve_mtd_oracle", "resolve_mtd_target"]
 
 OPTION = "--folio-mtd"

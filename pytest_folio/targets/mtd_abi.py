@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 import struct
 
-from pytest_folio.uapi import (
+from pytest_folio.linux.uapi import (
     MTD_ABSENT,
     MTD_DATAFLASH,
     MTD_MLCNANDFLASH,

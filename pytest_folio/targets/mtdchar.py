@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_folio import mtdcore
+from pytest_folio.linux import mtdcore
 from pytest_folio.targets import mtd_abi
 from pytest_folio.targets.protocols import MTD_WRITEABLE
 from pytest_folio.targets.spec import TargetError

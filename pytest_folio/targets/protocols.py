@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.uapi import (  # noqa: F401  (re-exported: the protocol's vocabulary)
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.linux.uapi import (  # noqa: F401  (re-exported: the protocol's vocabulary)
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
     FALLOC_FL_KEEP_SIZE,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_folio.measurement import Measurement
-from pytest_folio.textwidth import wrap
+from pytest_folio.terminal.textwidth import wrap
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import autosave, check_storage, resolve
 from pytest_folio.timing.compare import Comparison, Row, compare_runs

@@ -12,7 +12,7 @@ from pytest_folio.errors import CommandError
 from pytest_folio.inputs import printable
 from pytest_folio.options import parse_figures
 from pytest_folio.sizes import parse_size
-from pytest_folio.textwidth import wrap
+from pytest_folio.terminal.textwidth import wrap
 from pytest_folio.timing import columns, meta, table
 from pytest_folio.timing.autosave import STORAGE, resolve, saved_runs
 from pytest_folio.timing.compare import (

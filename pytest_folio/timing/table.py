@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_folio.sizes import format_size, parse_size
-from pytest_folio.textwidth import WIDTH, wrap
+from pytest_folio.terminal.textwidth import WIDTH, wrap
 from pytest_folio.timing.compare import (
     SIZE_KEYS,
     Comparison,

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size
 from pytest_folio.vm import Progress, VMError
 from pytest_folio.vm.initramfs import GUEST_RUN, GuestDisk

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import CommandError
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size
 from pytest_folio.vm.initramfs import (
     GUEST_OUT,

@@ -19,7 +19,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.vm import VMError
 from pytest_folio.vmabi import GUEST_OUT, GUEST_RUN, MARK
 

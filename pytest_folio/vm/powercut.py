@@ -11,8 +11,8 @@ had written to its virtual disks stays (qemu's ``cache=unsafe`` writes are in th
 host's page cache, which outlives qemu). The second (the *check* boot) replays the
 operations on :class:`~pytest_folio.mtdtests.powercut.AllowedStates` and reads every
 byte back: what was synced exactly, the rest old or new per page. This is the host's
-side; the guest's is :mod:`pytest_folio.mtdtests.kernel_powercut`. With ``--fs`` the same
-two boots run :mod:`pytest_folio.fsx.kernel_powercut` on the scratch file systems: the
+side; the guest's is :mod:`pytest_folio.mtdtests.guest`. With ``--fs`` the same
+two boots run :mod:`pytest_folio.fsx.guest` on the scratch file systems: the
 file-system power-cut suite's writes, truncates, renames and fsyncs, then, after the
 mount's log recovery, every name, size and page checked.
 """

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_folio import progress
 from pytest_folio.files import write_file
 from pytest_folio.mtdtests.kernel_modules import INTERLEAVE_ENV, MODULES_ENV
 from pytest_folio.sizes import format_size
+from pytest_folio.terminal import progress
 from pytest_folio.vm import EXIT_VM_ERROR, VMError
 from pytest_folio.vm.bootimage import bootable_image
 from pytest_folio.vm.build import (

@@ -121,7 +121,7 @@ def guest_argv(python: str, tests: list[Selftest], log: str,
     head = [python, "-m", "pytest"]
     if pytest_argv[:3] != head:
         raise ValueError(f"not a pytest command line: {pytest_argv[:3]}")
-    return [python, "-m", "pytest_folio.ktap_run", "--out", log,
+    return [python, "-m", "pytest_folio.ktap.run", "--out", log,
             *(f"--program={t.label}={t.path}" for t in tests if t.path is not None),
             *(f"--missing={t.label}={t.reason}" for t in tests if t.path is None),
             "--", *pytest_argv[3:]]

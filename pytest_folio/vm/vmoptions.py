@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_folio.errors import CommandError
 from pytest_folio.inputs import describe_file_type, read_limited, regular_file
-from pytest_folio.options import check_mtd_geometry
+from pytest_folio.options import check_reference_geometry
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
@@ -289,7 +289,7 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         raise CommandError("--modules needs --kernel IMAGE (a distribution kernel brings "
                            "its own)")
     try:
-        check_mtd_geometry(args.mtd_size, args.erasesize)
+        check_reference_geometry(args.mtd_size, args.erasesize)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     host = host_memory()

@@ -11,9 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from pytest_folio.bytescmp import first_difference
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
 from pytest_folio.fixtures.fs import REPRODUCE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.targets.protocols import AnyFileSystem, Directories, features_of, supports
 
 RDWR_CREAT = os.O_RDWR | os.O_CREAT

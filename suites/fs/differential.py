@@ -10,7 +10,7 @@ import pytest
 from pytest_folio.files import write_file
 from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.fs import REPRODUCE, fs_rerun_command, fs_target
-from pytest_folio.fsx.oracle import (
+from pytest_folio.fsx.differential import (
     MAXLEN,
     Mismatch,
     common,
@@ -33,7 +33,7 @@ class FsDifferential(_Base):
     """Differential mode (``--folio-fs-oracle``, on by default when ``--folio-fs`` is not
     the reference): one random sequence of ``--folio-fsx-ops`` operations from the run's
     seed on the target and on the oracle, every return value, errno, size and byte
-    compared (:mod:`pytest_folio.fsx.oracle`). A difference is shrunk to a handful of
+    compared (:mod:`pytest_folio.fsx.differential`). A difference is shrunk to a handful of
     calls, saved as a ``.fsdiff`` log and printed with the command that replays it
     (``--folio-fs-oracle-replay``)."""
 

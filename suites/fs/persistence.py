@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterator
 from typing import ClassVar
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
 from pytest_folio.targets.protocols import AnyFileSystem
 

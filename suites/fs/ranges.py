@@ -6,8 +6,15 @@ import errno
 import os
 from functools import partial
 
-from pytest_folio.constants import PAGE_SIZE
-from pytest_folio.fsx.oracle import copy_all
+from pytest_folio.fsx.differential import copy_all
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.linux.uapi import (
+    FALLOC_FL_COLLAPSE_RANGE,
+    FALLOC_FL_INSERT_RANGE,
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+)
 from pytest_folio.suites.fs.base import (
     FALLOC_FL_UNKNOWN,
     RDWR_CREAT,
@@ -16,14 +23,7 @@ from pytest_folio.suites.fs.base import (
     need,
     pattern,
 )
-from pytest_folio.targets.protocols import (
-    FALLOC_FL_COLLAPSE_RANGE,
-    FALLOC_FL_INSERT_RANGE,
-    FALLOC_FL_KEEP_SIZE,
-    FALLOC_FL_PUNCH_HOLE,
-    FALLOC_FL_ZERO_RANGE,
-    AnyFileSystem,
-)
+from pytest_folio.targets.protocols import AnyFileSystem
 
 
 class FsCopyRange(_Base):

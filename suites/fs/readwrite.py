@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, expect_errno, need, pattern
 from pytest_folio.targets.protocols import AnyFileSystem
 

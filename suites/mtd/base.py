@@ -10,14 +10,14 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio import progress
 from pytest_folio.fixtures.mtd import mtd_target
-from pytest_folio.mtdtests import MTDParameterError, is_real_device, is_writeable
+from pytest_folio.mtdtests import MTDParameterError, is_writeable
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.params import item_params
 from pytest_folio.session import rerun_command, settings
 from pytest_folio.sizes import format_size
-from pytest_folio.targets.protocols import HasFolioOrder, MTDDevice
+from pytest_folio.targets.protocols import HasFolioOrder, MTDDevice, is_real_device
+from pytest_folio.terminal import progress
 
 
 def destructive_allowed(dev: MTDDevice, config: pytest.Config) -> bool:

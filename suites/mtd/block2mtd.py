@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import pytest
 
+from pytest_folio.model.block2mtd import Block2MTD
 from pytest_folio.mtdtests.block2mtd import (
     check_api_paths_agree,
     check_dropped_folio_race,
@@ -13,7 +14,7 @@ from pytest_folio.mtdtests.block2mtd import (
     check_unchanged_write_dirties_nothing,
 )
 from pytest_folio.suites.mtd.base import _MTDSuite, run_seed
-from pytest_folio.targets.mtd import Block2MTD, reference_device
+from pytest_folio.targets.mtd import reference_device
 from pytest_folio.targets.protocols import MTDDevice
 
 

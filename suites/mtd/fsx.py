@@ -11,14 +11,14 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.files import write_file
 from pytest_folio.fixtures.failures import keep_failure
 from pytest_folio.fixtures.mtd import MTDOpener, mtd_opener, mtd_oracle, mtd_replay
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import is_writeable
-from pytest_folio.mtdtests.mtdops import Op, format_mtdops
+from pytest_folio.mtdtests.engine import Layout, MTDFsx, MTDFsxFailure
+from pytest_folio.mtdtests.log import Op, format_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
-from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure
 from pytest_folio.mtdtests.report import SHRINK_SECONDS, explain, shrink
 from pytest_folio.session import rerun_command, settings
 from pytest_folio.sizes import format_size
@@ -197,7 +197,7 @@ class MTDFsxSuite(_MTDSuite):
                                 request: pytest.FixtureRequest, tmp_path: Path) -> None:
         # Hypothesis is imported only here (seconds of start-up in a VM)
         from pytest_folio.fixtures.hypothesis import machine_run
-        from pytest_folio.mtdtests.mtd_machine import MTDMachineFailure, mtd_machine
+        from pytest_folio.mtdtests.machine import MTDMachineFailure, mtd_machine
 
         run = machine_run(request, "mtd", self.mtd_hypothesis_profile)
         if mtd_replay(request.config) is not None:

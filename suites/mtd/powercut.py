@@ -10,11 +10,11 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fixtures.mtd import mtd_opener
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests import is_nand
-from pytest_folio.mtdtests.mtdops import Op
-from pytest_folio.mtdtests.ops import Layout
+from pytest_folio.mtdtests.engine import Layout
+from pytest_folio.mtdtests.log import Op
 from pytest_folio.mtdtests.powercut import (
     PowerCutFailure,
     powercut_ops,

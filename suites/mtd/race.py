@@ -38,7 +38,7 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.kernel_blockdev import SECTOR, BackingDevice, drop_caches
 from pytest_folio.session import settings
 from pytest_folio.suites.mtd.base import _MTDSuite, require_destructive, run_seed

@@ -8,8 +8,8 @@ from hypothesis import settings
 
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
-from pytest_folio.fsx.fsx_machine import QUICK, THOROUGH, FsxStateFailure, run_fsx_machine
 from pytest_folio.fsx.log import parse_fsxops
+from pytest_folio.fsx.machine import QUICK, THOROUGH, FsxStateFailure, run_fsx_machine
 from tests.helpers.fsx_broken import FallocKeepSizeExtends
 from tests.helpers.fsx_memfs import MemFS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.ktap import parse
+from pytest_folio.ktap.log import parse
 
 DATA = Path(__file__).parent / "data"
 RUNNER = DATA / "mm-runner.ktap"

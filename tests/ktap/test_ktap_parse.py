@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_folio.ktap import MAX_LOG_BYTES, KtapError, KtapTest, parse, read
+from pytest_folio.ktap.log import MAX_LOG_BYTES, KtapError, KtapTest, parse, read
 
 DATA = Path(__file__).parent / "data"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.fixtures.fs import fs_target
-from pytest_folio.fsx.oracle import Mismatch, common, compare, generate
+from pytest_folio.fsx.differential import Mismatch, common, compare, generate
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.directory import DirectoryFS, directory_filesystem

@@ -14,9 +14,9 @@ from typing import cast
 import pytest
 
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
-from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_mtdops
+from pytest_folio.mtdtests.engine import MTDFsx, MTDFsxFailure, make_data
+from pytest_folio.mtdtests.log import MTDOpsError, Op, format_mtdops, parse_mtdops
 from pytest_folio.mtdtests.opgen import random_ops
-from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure, make_data
 from pytest_folio.mtdtests.report import explain, kind_of, shrink
 from pytest_folio.targets.protocols import MTDDevice
 from tests.helpers import FIRST_STRESS_PART, subprocess_env

@@ -10,8 +10,8 @@ import pytest
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.truncate import truncate_inode_pages
-from pytest_folio.mtdtests.mtdops import Op
-from pytest_folio.mtdtests.ops import Layout
+from pytest_folio.mtdtests.engine import Layout
+from pytest_folio.mtdtests.log import Op
 from pytest_folio.mtdtests.powercut import (
     CUT,
     POWERCUT_SIZE,

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from pytest_folio.fsx.oracle import Mismatch, compare, generate, supported
+from pytest_folio.fsx.differential import Mismatch, compare, generate, supported
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.answers import (
     FS_RULES,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio import mtdcore
+from pytest_folio.linux import mtdcore
 from pytest_folio.targets import mtd_abi, protocols
 
 HEADER = Path("/usr/include/mtd/mtd-abi.h")

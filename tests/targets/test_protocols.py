@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import make_reference_block2mtd
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets.protocols import (

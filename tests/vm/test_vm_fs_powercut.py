@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.fsx import kernel_powercut as fscut
-from pytest_folio.fsx.kernel_powercut import (
+from pytest_folio.fsx import guest as fscut
+from pytest_folio.fsx.guest import (
     LOG_NAME,
     KernelPowerCutError,
     NamesSynced,

@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.model.block2mtd import Block2MTD, make_reference_block2mtd
-from pytest_folio.mtdtests import kernel_powercut as powercut
-from pytest_folio.mtdtests.kernel_modules import KernelDevice
-from pytest_folio.mtdtests.kernel_powercut import (
+from pytest_folio.mtdtests import guest as powercut
+from pytest_folio.mtdtests.guest import (
     LOG_NAME,
     check_after_cut,
     cut_ops,
     device_layout,
     run_until_cut,
 )
+from pytest_folio.mtdtests.kernel_modules import KernelDevice
 from pytest_folio.vm.qemu import run_guest
 from pytest_folio.vmabi import POWERCUT_ENV
 from tests.vm.test_vm_boot import MISSING, leftover_qemus
@@ -59,7 +59,7 @@ def _cut_and_check(devices: list[KernelDevice], models: dict[str, Block2MTD], ou
     run_until_cut(devices, seed, out)
     for dev in models.values():
         dev.power_cut()
-    return [check_after_cut(f"{PAGE_SIZE << d.folio_order >> 10}K", d, out)
+    return [check_after_cut(f"{PAGE_SIZE << d.folio_order >> 10}K", out)
             for d in devices if d.folio_order is not None]
 
 
@@ -111,14 +111,13 @@ def test_a_byte_changed_on_the_store_is_caught(monkeypatch: pytest.MonkeyPatch,
     last = device_layout(dev, 0).size - 1  # type: ignore[arg-type]
     dev.write(last, bytes([dev.read(last, 1)[0] ^ 0x5A]))  # a stray write, synced
     dev.sync()
-    result = check_after_cut("4K", devices[0], tmp_path)
+    result = check_after_cut("4K", tmp_path)
     assert result.problem is not None and f"byte {last:#x} read" in result.problem
 
 
 def test_the_check_without_the_cut_boot_log_says_so(tmp_path: Path) -> None:
-    device = KernelDevice(0, "block2mtd: /dev/vda", SIZE, ERASESIZE, 1, 0)
     with pytest.raises(powercut.MTDTestError, match=f"no {LOG_NAME} on the results share"):
-        check_after_cut("4K", device, tmp_path)
+        check_after_cut("4K", tmp_path)
 
 
 def test_the_host_kills_the_guest_on_its_cut_line(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_folio.errors import CommandError
-from pytest_folio.ktap import parse
-from pytest_folio.ktap_run import write_log
+from pytest_folio.ktap.log import parse
+from pytest_folio.ktap.run import write_log
 from pytest_folio.vm import run_tool
 from pytest_folio.vm.selftests import MM, Selftest, build_selftests, guest_argv, parse_ktap_tests
 from pytest_folio.vm.source import KernelSource
@@ -75,7 +75,7 @@ def test_the_guest_runner_hands_the_log_to_pytest(tmp_path: Path) -> None:
     work.mkdir()
     env = {**os.environ, "PYTEST_ADDOPTS": ""}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_folio.ktap_run", "--out", str(tmp_path / "k.log"),
+        [sys.executable, "-m", "pytest_folio.ktap.run", "--out", str(tmp_path / "k.log"),
          f"--program=selftests: mm: prog={program}", "--", "-p", "pytest_folio",
          "-p", "no:cacheprovider", "-q"],
         cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -137,7 +137,7 @@ def test_the_guest_command_runs_the_selftests_then_pytest() -> None:
     tests = [Selftest("cow", Path("/c/cow")), Selftest("x", None, "does not build: e")]
     argv = guest_argv("/py", tests, "/run/out/ktap.log",
                       ["/py", "-m", "pytest", "-p", "pytest_folio", "-q"])
-    assert argv == ["/py", "-m", "pytest_folio.ktap_run", "--out", "/run/out/ktap.log",
+    assert argv == ["/py", "-m", "pytest_folio.ktap.run", "--out", "/run/out/ktap.log",
                     "--program=selftests: mm: cow=/c/cow",
                     "--missing=selftests: mm: x=does not build: e",
                     "--", "-p", "pytest_folio", "-q"]

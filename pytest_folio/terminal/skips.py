@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_folio.textwidth import wrap
+from pytest_folio.terminal.textwidth import wrap
 
 _VARIABLE = re.compile(r"0x[0-9a-fA-F]+|\b\d+(\.\d+)?[KMGkmg]?i?B?\b|'[^']*'|\"[^\"]*\"|"
                        r"(?<![\w.])/[\w./-]+")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 
-from pytest_folio.uapi import MTD_WRITEABLE
+from pytest_folio.linux.uapi import MTD_WRITEABLE
 
 
 def _einval(message: str) -> OSError:

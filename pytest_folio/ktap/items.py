@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.ktap import KtapTest, read
+from pytest_folio.ktap.log import KtapTest, read
 from pytest_folio.measurement import Measurement
 
 SUITE = "ktap"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.fsx.oracle import (
+from pytest_folio.fsx.differential import (
     CALLS,
     FAR,
     LOG_HEADER,
@@ -293,7 +293,7 @@ def test_a_nested_rename_with_a_trailing_slash_may_fail_for_either_reason(
 def test_a_replayed_log_takes_every_data_form_the_generator_writes() -> None:
     """A write's data in a .fsdiff is a tag, one repeated byte or an earlier write's
     bytes; anything else is refused naming the line."""
-    from pytest_folio.fsx.oracle import LOG_HEADER, load_ops
+    from pytest_folio.fsx.differential import LOG_HEADER, load_ops
 
     text = "\n".join([LOG_HEADER, '["pwrite", 0, 10, 0, 5]', '["pwrite", 0, 10, 0, "ff"]',
                       '["mmap_write", 0, 0, 10, "same 5"]'])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_folio.textwidth import wrap
+from pytest_folio.terminal.textwidth import wrap
 
 
 def failure_count(directory: Path) -> int:

@@ -49,8 +49,8 @@ from pytest_folio.fsx.log import (
     write_fsxops,
 )
 from pytest_folio.inputs import read_log
-from pytest_folio.mtdtests.mtdops import MTDOpsError, Op, format_mtdops, parse_mtdops
-from pytest_folio.mtdtests.ops import MTDFsx, MTDFsxFailure
+from pytest_folio.mtdtests.engine import MTDFsx, MTDFsxFailure
+from pytest_folio.mtdtests.log import MTDOpsError, Op, format_mtdops, parse_mtdops
 from pytest_folio.options import option_default
 from pytest_folio.shrink import ddmin
 from pytest_folio.sizes import parse_size

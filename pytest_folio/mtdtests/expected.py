@@ -3,7 +3,7 @@
 A correct device keeps exactly what was last written or erased, answers out-of-range
 reads, writes and erases with EINVAL and writes and erases of a read-only device with
 EROFS, in the order the MTD core checks them (drivers/mtd/mtdcore.c, as
-:mod:`pytest_folio.mtdcore` applies them). Contents are known per eraseblock once
+:mod:`pytest_folio.linux.mtdcore` applies them). Contents are known per eraseblock once
 an erase set them: a device's first contents are its own business, so an eraseblock
 nobody erased yet is not compared.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import errno
 
-from pytest_folio import mtdcore
-from pytest_folio.uapi import MTD_WRITEABLE
+from pytest_folio.linux import mtdcore
+from pytest_folio.linux.uapi import MTD_WRITEABLE
 
 
 @dataclasses.dataclass(frozen=True)

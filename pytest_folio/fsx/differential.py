@@ -40,9 +40,17 @@ from typing import Any
 
 from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference as first_difference_at
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.errors import errno_of
 from pytest_folio.inputs import excerpt, read_log
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.linux.uapi import (
+    FALLOC_FL_COLLAPSE_RANGE,
+    FALLOC_FL_INSERT_RANGE,
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+    FALLOC_MODE_FEATURE,
+)
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.answers import FS_RULES, AnswerError, answering
@@ -52,14 +60,6 @@ from pytest_folio.targets.protocols import (
     DropCaches,
     features_of,
     supports,
-)
-from pytest_folio.uapi import (
-    FALLOC_FL_COLLAPSE_RANGE,
-    FALLOC_FL_INSERT_RANGE,
-    FALLOC_FL_KEEP_SIZE,
-    FALLOC_FL_PUNCH_HOLE,
-    FALLOC_FL_ZERO_RANGE,
-    FALLOC_MODE_FEATURE,
 )
 
 Op = tuple[Any, ...]

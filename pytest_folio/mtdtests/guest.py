@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
+from pytest_folio.mtdtests.engine import Layout
 from pytest_folio.mtdtests.kernel_modules import KernelDevice
-from pytest_folio.mtdtests.mtdops import Op, parse_op
-from pytest_folio.mtdtests.ops import Layout
+from pytest_folio.mtdtests.log import Op, parse_op
 from pytest_folio.mtdtests.powercut import AllowedStates, apply_op, powercut_ops
 from pytest_folio.powercut import CheckResult, read_cut_log, write_cut_log
-from pytest_folio.sizes import format_size
+from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.mtdchar import MTDChar, open_mtd_char
 
 LOG_NAME = "powercut.json"
@@ -64,9 +64,9 @@ def run_until_cut(devices: Sequence[KernelDevice], seed: int, out: Path) -> list
     return opened
 
 
-def check_after_cut(folio: str, device: KernelDevice, out: Path) -> CheckResult:
+def check_after_cut(folio: str, out: Path) -> CheckResult:
     """The check boot: replay the cut boot's log of the device with ``folio``-sized
-    folios on the model and read the device back."""
+    folios (its label, "16K") on the model and read the device back."""
     log = read_cut_log(out / LOG_NAME)
     if log is None:
         raise MTDTestError(f"no {LOG_NAME} on the results share: the cut boot wrote no log")
@@ -77,8 +77,7 @@ def check_after_cut(folio: str, device: KernelDevice, out: Path) -> CheckResult:
     ops = [parse_op(line) for line in entry["ops"]]
     dev = open_mtd_char(entry["path"])
     try:
-        assert device.folio_order is not None
-        layout = device_layout(dev, device.folio_order)
+        layout = Layout.of(dev, parse_size(folio))
         states = AllowedStates((out / entry["before"]).read_bytes(), PAGE_SIZE)
         for i, op in enumerate(ops):
             apply_op(None, states, layout, i, op)

@@ -3,7 +3,7 @@ then hand it to pytest: the guest's side of ``python -m pytest_folio vm --ktap``
 
 ::
 
-    python -m pytest_folio.ktap_run --out LOG [--timeout S] \\
+    python -m pytest_folio.ktap.run --out LOG [--timeout S] \\
         [--program NAME=PATH]... [--missing NAME=REASON]... -- PYTEST-ARGS...
 
 Each program runs in turn with its output nested under one top-level test named for it,
@@ -131,7 +131,7 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_folio.ktap_run")
+    parser = argparse.ArgumentParser(prog="python -m pytest_folio.ktap.run")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--program", type=_pair, action="append", default=[])

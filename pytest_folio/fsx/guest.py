@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.fsx.powercut import (
     KERNEL_RULES,
     FileStates,
@@ -24,6 +23,7 @@ from pytest_folio.fsx.powercut import (
     fs_powercut_ops,
     read_files,
 )
+from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.powercut import CheckResult, read_cut_log, write_cut_log
 from pytest_folio.targets.directory import DirectoryFS
 from pytest_folio.targets.protocols import FileSystem

@@ -1,7 +1,7 @@
 """fsx for flash as a Hypothesis state machine: the same operations and checks, shrunk.
 
 Each rule is one operation (or a sweep over the whole device, which pushes any cache out
-in one step) applied through :class:`~.ops.MTDFsx`, so every read is checked as in the
+in one step) applied through :class:`~.engine.MTDFsx`, so every read is checked as in the
 random run and ``teardown`` compares the whole device. Offsets are drawn as a boundary
 (page, folio, eraseblock, from the start or from the end) plus a small step, so shrinking
 heads for the plainest boundary that still fails. When a check fails, Hypothesis replays
@@ -23,10 +23,10 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.hypothesis_budget import profile_name, register_profiles, run_machine
-from pytest_folio.mtdtests.mtdops import FILLS, Op
-from pytest_folio.mtdtests.ops import Layout, MTDFsx, MTDFsxFailure, sweep_chunk
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.mtdtests.engine import Layout, MTDFsx, MTDFsxFailure, sweep_chunk
+from pytest_folio.mtdtests.log import FILLS, Op
 from pytest_folio.targets.protocols import MTDDevice
 
 QUICK = profile_name("mtd", "quick")

@@ -1,12 +1,12 @@
 """fsx for flash: random MTD operations, each checked against an oracle, with a log.
 
-An :class:`MTDFsx` applies :class:`~.mtdops.Op` s (read, write, erase, sync, reopen,
-drop) to a device and checks every answer against the :class:`~.oracle.FlashOracle`, or,
+An :class:`MTDFsx` applies :class:`~.log.Op` s (read, write, erase, sync, reopen,
+drop) to a device and checks every answer against the :class:`~.expected.FlashOracle`, or,
 in differential mode, against a second device (the reference block2mtd) given the same
 operations: every errno and every byte read. The device is put behind the answer rules
 (:mod:`pytest_folio.targets.answers`): a read answers a bytes-like snapshot of the length
 asked, a write None or its count, the other calls anything. :func:`~.opgen.random_ops`
-makes the operations of a run; every operation is logged, and the log (:mod:`.mtdops`)
+makes the operations of a run; every operation is logged, and the log (:mod:`.log`)
 replays the run exactly.
 
 A device that can be closed and opened again (dropping its caches, keeping its data)
@@ -30,12 +30,13 @@ from typing import cast
 
 from pytest_folio import coverage
 from pytest_folio.bytescmp import first_difference
-from pytest_folio.constants import PAGE_SIZE
+from pytest_folio.linux.constants import PAGE_SIZE
+from pytest_folio.linux.uapi import MTD_RAM
 from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
-from pytest_folio.mtdtests.mtdops import KINDS, Op
-from pytest_folio.mtdtests.oracle import OK, FlashOracle, Outcome
+from pytest_folio.mtdtests.expected import OK, FlashOracle, Outcome
+from pytest_folio.mtdtests.log import KINDS, Op
 from pytest_folio.targets.answers import MTD_RULES, AnswerError, answering
-from pytest_folio.targets.protocols import MTD_RAM, DropCaches, MTDDevice, Reopenable
+from pytest_folio.targets.protocols import DropCaches, MTDDevice, Reopenable
 
 _PAGE_FILLS = ("ff", "00", "same", "rand", "rand")
 _FILL_CLASS = {"rand": "random", "ff": "0xff", "00": "zero", "same": "same as there",
