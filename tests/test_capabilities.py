@@ -1,36 +1,116 @@
-"""The optional calls a target offers: the table, ``python -m pytest_folio check SPEC``
-and the header line for a factory's target."""
+"""The one declaration of the optional calls (``CAPABILITIES``) and everything made from
+it: the docs table, what a target offers, its features, the header line, ``python -m
+pytest_folio check SPEC`` and its signature check."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.targets.capabilities import CAPABILITIES, lacking_line, offered, takes_readonly
+from pytest_folio.model.ramfs import Ramfs
+from pytest_folio.targets import protocols
+from pytest_folio.targets.capabilities import (
+    CAPABILITIES,
+    FS_FEATURES,
+    features_of,
+    lacking_line,
+    markdown_table,
+    offered,
+    takes_readonly,
+)
+from pytest_folio.textwidth import WIDTH
 from tests.helpers import CHECKOUT, subprocess_env
 from tests.helpers.mtd_devices import FolioCacheMTD, RamMTD
 
+# Protocols that are not optional calls: the cores, the static type of code that may
+# make any call, the type of an attribute of one (HasStats.stats), and the narrowing
+# ``features`` attribute.
+NOT_OPTIONAL = {"MTDDevice", "FileSystem", "AnyFileSystem", "Snapshot", "HasFeatures"}
 
-def test_every_capability_names_an_existing_protocol_or_attribute() -> None:
-    from pytest_folio.targets import protocols
 
+def test_the_docs_table_is_the_declaration() -> None:
+    docs = (CHECKOUT / "docs" / "architecture.md").read_text()
+    start = docs.index("| optional call | protocol | kind | unlocks | without it |")
+    end = docs.index("\n\n", start)
+    assert docs[start:end] == markdown_table(), (
+        "docs/architecture.md's table of optional calls differs from "
+        "pytest_folio.targets.capabilities.CAPABILITIES: paste markdown_table()'s output")
+
+
+def test_every_declaration_is_complete_and_names_a_protocol() -> None:
+    seen = set()
     for capability in CAPABILITIES:
         assert capability.kind in ("mtd", "fs") and capability.unlocks and capability.without
-        protocol = getattr(protocols, capability.protocol, None)
-        if protocol is not None:
-            assert capability.attribute in protocols.protocol_members(protocol)
+        assert ";" not in capability.without      # the header splits lacking_line there
+        assert (capability.kind, capability.name) not in seen
+        seen.add((capability.kind, capability.name))
+        if capability.protocol is None:
+            assert capability.kind == "mtd" and capability.name == "readonly=True"
+            continue
+        assert getattr(protocols, capability.protocol.__name__) is capability.protocol
+        assert getattr(capability.protocol, "_is_runtime_protocol", False)
+        assert capability.kind == "fs" or not capability.features
+    narrowable = {"mmap", "fallocate", "punch_hole", "zero_range", "collapse_range",
+                  "insert_range", "copy_range"}
+    assert narrowable == FS_FEATURES
+
+
+def _protocol_names() -> set[str]:
+    return {name for name, value in vars(protocols).items()
+            if isinstance(value, type) and getattr(value, "_is_protocol", False)
+            and value.__module__ == protocols.__name__}
+
+
+def _asked_for(path: Path) -> set[str]:
+    """The protocols a module asks an object for: the class given to isinstance,
+    supports or cast, or named in an annotation."""
+    asked: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("isinstance", "supports", "cast") and len(node.args) == 2:
+            target = node.args[0] if node.func.id == "cast" else node.args[1]
+            asked.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return asked
+
+
+def test_every_capability_asked_for_is_declared() -> None:
+    declared = {c.protocol.__name__ for c in CAPABILITIES if c.protocol is not None}
+    names = _protocol_names()
+    assert names - NOT_OPTIONAL == declared, "a protocol is neither declared nor a core"
+    sources = [*(CHECKOUT / "pytest_folio").rglob("*.py"),
+               *(CHECKOUT / "suites").rglob("*.py")]
+    undeclared = {f"{path.relative_to(CHECKOUT)}: {name}" for path in sources
+                  for name in _asked_for(path) & names
+                  if name not in declared | NOT_OPTIONAL}
+    assert not undeclared
+    assert any("DropDeviceCaches" in _asked_for(p) for p in sources)   # the scan finds
 
 
 def test_offered_tells_the_devices_apart() -> None:
     ram = {c.name: has for c, has in offered(RamMTD(), "mtd", RamMTD)}
     cache = {c.name: has for c, has in offered(FolioCacheMTD(), "mtd", FolioCacheMTD)}
     assert not ram["reopen()"] and cache["reopen()"]
+    assert not ram["drop_caches()"] and cache["drop_caches()"]
     assert takes_readonly(FolioCacheMTD) and not takes_readonly(lambda size: None)
     assert lacking_line([(CAPABILITIES[0], True)]) == "offers every optional call"
+
+
+def test_features_come_from_the_declaration_and_narrow_only_the_narrowable() -> None:
+    fs = Ramfs(blocksize=4096, memory=8 << 20)
+    try:
+        assert features_of(fs) == {"mmap", "copy_range", "directories"}
+        fs.features = frozenset()
+        assert features_of(fs) == {"directories"}       # a call, not a narrowable feature
+    finally:
+        fs.umount()
+        fs.memory.release()
 
 
 def test_check_prints_what_a_factorys_device_offers(capsys: pytest.CaptureFixture[str]
@@ -51,7 +131,8 @@ def test_check_finds_the_kind_and_refuses_a_bad_target_in_one_line(
     out = capsys.readouterr().out
     assert out.startswith("--folio-fs=tests.helpers.fsx_broken:PassThrough.factory: a file "
                           "system")
-    assert "\nmmap_read(), mmap_write()  " in out and "\ndrop_caches(path)  " in out
+    assert "\nmmap_read(fd, offset, length), mmap_write(fd, offset, data)  yes" in out
+    assert "\ndrop_caches(path)  " in out
     assert main(["check", "--mtd", "tests.helpers.fsx_broken:PassThrough.factory"]) == 2
     err = capsys.readouterr().err
     assert err == ("python -m pytest_folio check: error: --folio-mtd: factory "
@@ -82,4 +163,15 @@ def test_the_header_says_what_a_factorys_target_lacks(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines([
         "folio: mtd tests.helpers.mtd_devices:RamMTD lacks:",
         "    reopen() (fsx for flash never reopens the device)",
+        "    drop_caches() (fsx for flash never drops, and the race suite skips on a*",
         "    power_cut() (*"])
+    header = [line for line in result.outlines if line.startswith(("folio:", "    "))]
+    assert all(len(line) <= WIDTH for line in header)
+    assert not any("`" in line for line in header)
+
+
+def test_the_protocols_signatures_are_what_the_declaration_shows() -> None:
+    drop = inspect.signature(protocols.DropCaches.drop_caches)
+    assert list(drop.parameters) == ["self", "path"]
+    assert list(inspect.signature(protocols.DropDeviceCaches.drop_caches).parameters) == \
+        ["self"]

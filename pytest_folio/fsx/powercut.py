@@ -32,6 +32,7 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import cast
 
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
@@ -41,7 +42,6 @@ from pytest_folio.targets.protocols import (
     FileSystem,
     MappedIO,
     PowerCut,
-    features_of,
     power_cut_unit,
 )
 

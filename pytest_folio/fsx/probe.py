@@ -31,7 +31,8 @@ from pytest_folio.fsx.log import (
     OP_PUNCH_HOLE,
     OP_ZERO_RANGE,
 )
-from pytest_folio.targets.protocols import AnyFileSystem, features_of
+from pytest_folio.targets.capabilities import features_of
+from pytest_folio.targets.protocols import AnyFileSystem
 from pytest_folio.uapi import FALLOC_FEATURE_MODE, FALLOC_FL_KEEP_SIZE, falloc_mode_name
 
 UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOTTY})

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 from pytest_folio.constants import PAGE_SIZE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     AnyFileSystem,
-    features_of,
 )
 
 
