@@ -5,24 +5,29 @@ pytest_folio check SPEC`` and its signature check."""
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.model.ramfs import Ramfs
 from pytest_folio.targets import protocols
+from pytest_folio.targets.answers import FS_RULES, MTD_RULES, answering
 from pytest_folio.targets.capabilities import (
     CAPABILITIES,
     FS_FEATURES,
+    KINDS,
     features_of,
     lacking_line,
     markdown_table,
     offered,
+    signature_problem,
     takes_readonly,
 )
 from pytest_folio.textwidth import WIDTH
@@ -47,7 +52,7 @@ def test_the_docs_table_is_the_declaration() -> None:
 def test_every_declaration_is_complete_and_names_a_protocol() -> None:
     seen = set()
     for capability in CAPABILITIES:
-        assert capability.kind in ("mtd", "fs") and capability.unlocks and capability.without
+        assert capability.kind in KINDS and capability.unlocks and capability.without
         assert ";" not in capability.without      # the header splits lacking_line there
         assert (capability.kind, capability.name) not in seen
         seen.add((capability.kind, capability.name))
@@ -113,6 +118,128 @@ def test_features_come_from_the_declaration_and_narrow_only_the_narrowable() -> 
         fs.memory.release()
 
 
+class _Core:
+    """An MTD device's core calls, doing nothing."""
+
+    name = "core"
+    type = protocols.MTD_RAM
+    flags = protocols.MTD_CAP_RAM
+    size = 1 << 20
+    erasesize = 64 << 10
+    writesize = 1
+    oobsize = 0
+
+    def read(self, offset: int, length: int) -> bytes:
+        return bytes(length)
+
+    def write(self, offset: int, data: bytes) -> None: ...
+    def erase(self, offset: int, length: int) -> None: ...
+    def sync(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def _with(**calls: Any) -> object:
+    return type("Device", (_Core,), calls)()
+
+
+class _ReadOOB:
+    def __call__(self, offset: int, length: int) -> bytes:
+        return bytes(length)
+
+
+def _free_read_oob(dev: object, offset: int, length: int) -> bytes:
+    return bytes(length)
+
+
+class _Other:
+    def read_oob(self, at: int, n: int, /, extra: int = 0) -> bytes:
+        return bytes(n)
+
+
+USUAL: dict[str, dict[str, Any]] = {
+    "defaults": {"read_into": lambda self, offset, buf, chunk=0: None,
+                 "write_from": lambda self, offset, data, chunk=4096: None},
+    "an extra optional parameter": {"read_oob": lambda self, o, n, flags=0: b""},
+    "*args": {"read_oob": lambda self, *args: b""},
+    "*args and **kwargs": {"block_isbad": lambda self, *a, **k: False},
+    "a keyword-only extra": {"read_oob": lambda self, o, n, *, raw=False: b""},
+    "other names, positional-only": {"read_oob": lambda self, at, n, /: b""},
+    "a staticmethod": {"block_isbad": staticmethod(lambda offset: False)},
+    "a callable object": {"read_oob": _ReadOOB()},
+    "a partial": {"__init__": lambda self: setattr(
+        self, "read_oob", functools.partial(_free_read_oob, self))},
+    "another object's bound method": {"read_oob": property(lambda self: _Other().read_oob)},
+    "a builtin": {"reopen": staticmethod(sys.getrecursionlimit)},
+}
+
+
+@pytest.mark.parametrize("calls", USUAL.values(), ids=USUAL.keys())
+def test_the_signature_check_takes_what_python_allows(calls: dict[str, Any]) -> None:
+    dev = _with(**calls)
+    assert signature_problem(dev, "mtd") is None
+    assert signature_problem(answering(dev, MTD_RULES), "mtd") is None
+
+
+WRONG: dict[str, tuple[dict[str, Any], str]] = {
+    "one parameter short": ({"read_oob": lambda self, offset: b""},
+                            "read_oob(offset) cannot be called as the protocol's "
+                            "read_oob(offset, length) with 2 arguments"),
+    "one required too many": ({"block_isbad": lambda self, offset, plane: False},
+                              "block_isbad(offset, plane) cannot be called as the "
+                              "protocol's block_isbad(offset) with 1 argument"),
+    "a required keyword-only": ({"read_oob": lambda self, offset, *, length: b""},
+                                "read_oob(offset, *, length) cannot be called as"),
+    "no room for an optional one": ({"read_into": lambda self, offset, buf: None,
+                                     "write_from": lambda self, offset, data, chunk=0: None},
+                                    "read_into(offset, buf) cannot be called as the "
+                                    "protocol's read_into(offset, buf, chunk=0) with 3"),
+    "the file system's drop_caches on a device": (
+        {"drop_caches": lambda self, path: None},
+        "drop_caches(path) cannot be called as the protocol's drop_caches() with 0"),
+    "a core call": ({"erase": lambda self, offset: None}, "erase(offset) cannot be"),
+}
+
+
+@pytest.mark.parametrize(("calls", "said"), WRONG.values(), ids=WRONG.keys())
+def test_the_signature_check_names_the_call_and_its_signature(calls: dict[str, Any],
+                                                              said: str) -> None:
+    for dev in (_with(**calls), answering(_with(**calls), MTD_RULES)):
+        problem = signature_problem(dev, "mtd")
+        assert problem is not None and "\n" not in problem
+        assert problem.startswith("returned Device, whose ") and said in problem
+
+
+def test_the_file_system_base_defaults_are_not_checked_but_the_calls_are() -> None:
+    class Short(Ramfs):
+        def mkdir(self, path: str) -> None:  # type: ignore[override]
+            super().mkdir(path)
+
+    fs = Short(blocksize=4096, memory=8 << 20)
+    try:
+        problem = signature_problem(answering(fs, FS_RULES), "fs")
+        assert problem is not None and "protocol's mkdir(path, mode=493)" in problem
+    finally:
+        fs.umount()
+        fs.memory.release()
+
+
+def test_check_refuses_a_wrong_signature_in_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "short_oob.py").write_text(
+        "from tests.helpers.mtd_devices import RamMTD\n\n"
+        "class ShortOOB(RamMTD):\n"
+        "    def read_oob(self, offset):\n"
+        "        return b''\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["check", "short_oob:ShortOOB", "--size=1M", "--erasesize=64K"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m pytest_folio check: error: --folio-mtd: factory "
+                          "short_oob:ShortOOB returned ShortOOB, whose read_oob(offset) "
+                          "cannot be called as the protocol's read_oob(offset, length)")
+    assert err.count("\n") == 1
+
+
 def test_check_prints_what_a_factorys_device_offers(capsys: pytest.CaptureFixture[str]
                                                      ) -> None:
     assert main(["check", "tests.helpers.mtd_devices:FolioCacheMTD", "--size=1M",
@@ -168,6 +295,22 @@ def test_the_header_says_what_a_factorys_target_lacks(pytester: pytest.Pytester)
     header = [line for line in result.outlines if line.startswith(("folio:", "    "))]
     assert all(len(line) <= WIDTH for line in header)
     assert not any("`" in line for line in header)
+
+
+def test_a_wrong_signature_stops_the_run_before_any_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        short_reopen="from tests.helpers.mtd_devices import RamMTD\n\n"
+                     "class Short(RamMTD):\n"
+                     "    def reopen(self, how):\n"
+                     "        pass\n",
+        test_x="def test_x(mtd_device):\n    pass\n")
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider",
+                                "--folio-mtd=short_reopen:Short", "--folio-orders=0",
+                                "-o", "pythonpath=.")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*factory short_reopen:Short returned Short, whose "
+                                 "reopen(how) cannot be called as the protocol's reopen() "
+                                 "with 0 arguments (missing a required argument: 'how')"])
 
 
 def test_the_protocols_signatures_are_what_the_declaration_shows() -> None:

@@ -8,7 +8,8 @@ answer to "what does this target support?" comes from it: :func:`supports` and
 :func:`features_of` (what the suites and fsx ask), :func:`offered` (the run's header and
 ``python -m pytest_folio check SPEC``), the differential's ``supported`` (its features
 plus what only a probe can tell) and the table in docs/architecture.md
-(:func:`markdown_table`; a test keeps the two equal).
+(:func:`markdown_table`; a test keeps the two equal). :func:`signature_problem` checks
+a target's calls against the protocols, as a call would use them.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from pytest_folio.targets.protocols import (
     DropCaches,
     DropDeviceCaches,
     Fallocate,
+    FileSystem,
     HasBadBlocks,
     HasFeatures,
     HasFolioOrder,
     HasOOB,
     HasStats,
     MappedIO,
+    MTDDevice,
     PowerCut,
     PowerCutUnit,
     RealDevice,
@@ -39,6 +42,8 @@ from pytest_folio.targets.protocols import (
     Unmountable,
     protocol_members,
 )
+
+KINDS = {"mtd": MTDDevice, "fs": FileSystem}      # the core protocol of each kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,12 +167,14 @@ def _parameters(call: Callable[..., Any]) -> list[inspect.Parameter]:
     return list(inspect.signature(call).parameters.values())[1:]
 
 
-def call_text(protocol: type, member: str) -> str:
-    """One call of ``protocol`` as a user writes it: ``mkdir(path, mode)``."""
+def call_text(protocol: type, member: str, defaults: bool = False) -> str:
+    """One call of ``protocol`` as a user writes it: ``mkdir(path, mode)``, with
+    ``defaults`` ``mkdir(path, mode=0o755)``."""
     params = []
     for p in _parameters(getattr(protocol, member)):
         star = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
-        params.append(f"{star}{p.name}")
+        default = f"={p.default!r}" if defaults and p.default is not p.empty else ""
+        params.append(f"{star}{p.name}{default}")
     return f"{member}({', '.join(params)})"
 
 
@@ -226,6 +233,48 @@ def offered(obj: object, kind: str,
     for the factory's own capabilities; None for the reference) offers it."""
     return [(c, takes_readonly(factory) if c.protocol is None else supports(obj, c.protocol))
             for c in CAPABILITIES if c.kind == kind]
+
+
+def _call_problem(obj: object, protocol: type, member: str) -> str | None:
+    """Whether ``obj``'s ``member`` can be called as the protocol's is: with each
+    number of positional arguments from the required ones to all of them. Where
+    Python leaves a choice, any is taken: more optional parameters, ``*args``,
+    ``**kwargs``, other parameter names, a bound method or a callable object."""
+    call = getattr(obj, member, None)
+    if not callable(call):
+        return None if call is None else f"{member} is {type(call).__name__}, not a call"
+    try:
+        signature = inspect.signature(call)
+    except (TypeError, ValueError):     # a builtin without one: nothing to check
+        return None
+    expected = _parameters(getattr(protocol, member))
+    required = sum(p.default is p.empty for p in expected)
+    for count in range(required, len(expected) + 1):
+        try:
+            signature.bind(*range(count))
+        except TypeError as exc:
+            return (f"{member}{signature} cannot be called as the protocol's "
+                    f"{call_text(protocol, member, defaults=True)} with {count} argument"
+                    f"{'' if count == 1 else 's'} ({exc})")
+    return None
+
+
+def signature_problem(obj: object, kind: str) -> str | None:
+    """The first call of ``obj`` (an MTD device or file system, by ``kind``) that cannot
+    be called as its protocol says, as the end of a sentence; the core protocol's calls
+    and those of the optional calls it offers are checked. None when all can."""
+    protocols_of = [KINDS[kind], *(c.protocol for c in CAPABILITIES if c.kind == kind
+                                   and c.protocol is not None and supports(obj, c.protocol))]
+    checked: set[str] = set()
+    for protocol in protocols_of:
+        for member in protocol_members(protocol):
+            if member in checked or not _is_call(protocol, member):
+                continue
+            checked.add(member)
+            problem = _call_problem(obj, protocol, member)
+            if problem is not None:
+                return f"returned {type(obj).__name__}, whose {problem}"
+    return None
 
 
 def lacking_line(rows: list[tuple[Capability, bool]]) -> str:

@@ -62,6 +62,7 @@ class FsTarget(Target[AnyFileSystem]):
 
     option = OPTION
     protocol = FileSystem   # the core is checked; the optional calls are asked for
+    capability_kind = "fs"
     what = "a FileSystem"
     reference = "file system"
     path_noun = "directory"
