@@ -28,6 +28,7 @@ from pytest_folio.targets.capabilities import (
     markdown_table,
     offered,
     signature_problem,
+    table,
     takes_readonly,
 )
 from pytest_folio.textwidth import WIDTH
@@ -245,11 +246,23 @@ def test_check_prints_what_a_factorys_device_offers(capsys: pytest.CaptureFixtur
     assert main(["check", "tests.helpers.mtd_devices:FolioCacheMTD", "--size=1M",
                  "--erasesize=64K"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == ("--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD: an MTD device "
-                      "(FolioCacheMTD 'foliocache'): size 1M, erasesize 64K, writesize 1, "
-                      "oobsize 0")
-    rows = {line.split()[0]: line.split()[1] for line in out[2:]}
+    head = next(i for i, line in enumerate(out) if line.startswith("offered  optional call"))
+    assert " ".join(line.strip() for line in out[:head]) == (
+        "--folio-mtd=tests.helpers.mtd_devices:FolioCacheMTD: an MTD device "
+        "(FolioCacheMTD 'foliocache'): size 1M, erasesize 64K, writesize 1, oobsize 0")
+    rows = {line.split()[1]: line.split()[0] for line in out[head + 1:]
+            if not line[0].isspace()}
     assert rows["reopen()"] == "yes" and rows["stats.snapshot()"] == "no"
+    assert all(len(line) <= WIDTH for line in out[1:])
+
+
+def test_the_table_fits_the_terminal_and_says_what_is_missing() -> None:
+    rows = offered(object(), "fs")
+    lines = table(rows).splitlines()
+    assert all(len(line) <= WIDTH for line in lines)
+    assert sum(not line.startswith(" ") for line in lines) == len(rows) + 1
+    assert "`" not in table(rows) and "(without it: the power-cut suites skip)" in \
+        " ".join(line.strip() for line in lines)
 
 
 def test_check_finds_the_kind_and_refuses_a_bad_target_in_one_line(
@@ -258,8 +271,8 @@ def test_check_finds_the_kind_and_refuses_a_bad_target_in_one_line(
     out = capsys.readouterr().out
     assert out.startswith("--folio-fs=tests.helpers.fsx_broken:PassThrough.factory: a file "
                           "system")
-    assert "\nmmap_read(fd, offset, length), mmap_write(fd, offset, data)  yes" in out
-    assert "\ndrop_caches(path)  " in out
+    assert "\nyes      mmap_read(fd, offset, length), mmap_write(fd, offset, data)\n" in out
+    assert "\nno       drop_caches(path)\n" in out
     assert main(["check", "--mtd", "tests.helpers.fsx_broken:PassThrough.factory"]) == 2
     err = capsys.readouterr().err
     assert err == ("python -m pytest_folio check: error: --folio-mtd: factory "
@@ -277,6 +290,7 @@ def test_check_takes_about_a_second_of_cpu() -> None:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert proc.returncode == 0, proc.stderr
     assert "--folio-mtd=reference" in proc.stdout and "--folio-fs=reference" in proc.stdout
+    assert all(len(line) <= WIDTH for line in proc.stdout.splitlines())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert cpu < 3, cpu      # CPU time: wall-clock time depends on the machine's load
 

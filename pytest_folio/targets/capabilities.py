@@ -42,6 +42,7 @@ from pytest_folio.targets.protocols import (
     Unmountable,
     protocol_members,
 )
+from pytest_folio.textwidth import WIDTH, wrap
 
 KINDS = {"mtd": MTDDevice, "fs": FileSystem}      # the core protocol of each kind
 
@@ -284,15 +285,17 @@ def lacking_line(rows: list[tuple[Capability, bool]]) -> str:
     return "lacks " + "; ".join(missing) if missing else "offers every optional call"
 
 
-def table(rows: list[tuple[Capability, bool]]) -> str:
-    """The capabilities as a text table: name, offered, what it unlocks."""
-    width = max(len(c.name) for c, _ in rows)
-    lines = [f"{'optional call':<{width}}  offered  unlocks (without it: ...)"]
+def table(rows: list[tuple[Capability, bool]], width: int = WIDTH) -> str:
+    """The capabilities for a terminal, each a block of lines within ``width``
+    columns: offered (yes or no) and the call, then what it unlocks."""
+    lines = ["offered  optional call: what it unlocks (without it: ...)"]
     for capability, has in rows:
+        lines += wrap(f"{'yes' if has else 'no':<7}  {capability.name}", width,
+                      " " * 13)
         what = capability.text("unlocks")
         if not has:
             what += f" (without it: {capability.text('without')})"
-        lines.append(f"{capability.name:<{width}}  {'yes' if has else 'no':<7}  {what}")
+        lines += wrap("         " + what, width, " " * 9)
     return "\n".join(lines)
 
 
