@@ -332,3 +332,10 @@ def test_the_protocols_signatures_are_what_the_declaration_shows() -> None:
     assert list(drop.parameters) == ["self", "path"]
     assert list(inspect.signature(protocols.DropDeviceCaches.drop_caches).parameters) == \
         ["self"]
+
+
+def test_fsx_probes_every_narrowable_feature_as_an_operation() -> None:
+    from pytest_folio.fsx.log import OP_NAMES
+    from pytest_folio.fsx.probe import OPTIONAL
+
+    assert {OP_NAMES[op] for op in OPTIONAL} | {"mmap"} == FS_FEATURES
