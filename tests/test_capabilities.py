@@ -181,6 +181,11 @@ def test_the_signature_check_takes_what_python_allows(calls: dict[str, Any]) -> 
     assert signature_problem(answering(dev, MTD_RULES), "mtd") is None
 
 
+def _annotated_read_oob(self: object, offset: int, length: int = 0, extra: int = 1, *,
+                        more: int) -> bytes:
+    return b""
+
+
 WRONG: dict[str, tuple[dict[str, Any], str]] = {
     "one parameter short": ({"read_oob": lambda self, offset: b""},
                             "read_oob(offset) cannot be called as the protocol's "
@@ -193,11 +198,16 @@ WRONG: dict[str, tuple[dict[str, Any], str]] = {
     "no room for an optional one": ({"read_into": lambda self, offset, buf: None,
                                      "write_from": lambda self, offset, data, chunk=0: None},
                                     "read_into(offset, buf) cannot be called as the "
-                                    "protocol's read_into(offset, buf, chunk=0) with 3"),
+                                    "protocol's read_into(offset, buf, chunk=...) with 3"),
     "the file system's drop_caches on a device": (
         {"drop_caches": lambda self, path: None},
         "drop_caches(path) cannot be called as the protocol's drop_caches() with 0"),
     "a core call": ({"erase": lambda self, offset: None}, "erase(offset) cannot be"),
+    "annotated, shown without": ({"read_oob": _annotated_read_oob},
+                                 "whose read_oob(offset, length=0, extra=1, *, more) cannot "
+                                 "be called as the protocol's read_oob(offset, length) with 2 "
+                                 "arguments (missing a required argument: 'more')"),
+    "not a call": ({"block_isbad": 5}, "whose block_isbad is int, not a call"),
 }
 
 
@@ -218,7 +228,7 @@ def test_the_file_system_base_defaults_are_not_checked_but_the_calls_are() -> No
     fs = Short(blocksize=4096, memory=8 << 20)
     try:
         problem = signature_problem(answering(fs, FS_RULES), "fs")
-        assert problem is not None and "protocol's mkdir(path, mode=493)" in problem
+        assert problem is not None and "protocol's mkdir(path, mode=...)" in problem
     finally:
         fs.umount()
         fs.memory.release()

@@ -168,15 +168,26 @@ def _parameters(call: Callable[..., Any]) -> list[inspect.Parameter]:
     return list(inspect.signature(call).parameters.values())[1:]
 
 
-def call_text(protocol: type, member: str, defaults: bool = False) -> str:
+class _Optional:
+    """A default shown as ``...``: the protocol says a parameter may be left out, not
+    what it must default to."""
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+def _call_text(member: str, params: list[inspect.Parameter]) -> str:
+    """A call as Python writes it (``*args``, ``/``, ``*`` and defaults included),
+    without annotations."""
+    return f"{member}{inspect.Signature([p.replace(annotation=p.empty) for p in params])}"
+
+
+def call_text(protocol: type, member: str, optional: bool = False) -> str:
     """One call of ``protocol`` as a user writes it: ``mkdir(path, mode)``, with
-    ``defaults`` ``mkdir(path, mode=0o755)``."""
-    params = []
-    for p in _parameters(getattr(protocol, member)):
-        star = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
-        default = f"={p.default!r}" if defaults and p.default is not p.empty else ""
-        params.append(f"{star}{p.name}{default}")
-    return f"{member}({', '.join(params)})"
+    ``optional`` ``mkdir(path, mode=...)``."""
+    marker = _Optional() if optional else inspect.Parameter.empty
+    return _call_text(member, [p if p.default is p.empty else p.replace(default=marker)
+                               for p in _parameters(getattr(protocol, member))])
 
 
 def members_text(protocol: type) -> str:
@@ -241,21 +252,23 @@ def _call_problem(obj: object, protocol: type, member: str) -> str | None:
     number of positional arguments from the required ones to all of them. Where
     Python leaves a choice, any is taken: more optional parameters, ``*args``,
     ``**kwargs``, other parameter names, a bound method or a callable object."""
-    call = getattr(obj, member, None)
+    call = getattr(obj, member)
     if not callable(call):
-        return None if call is None else f"{member} is {type(call).__name__}, not a call"
+        return f"{member} is {type(call).__name__}, not a call"
     try:
-        signature = inspect.signature(call)
+        params = list(inspect.signature(call).parameters.values())
     except (TypeError, ValueError):     # a builtin without one: nothing to check
         return None
+    signature = inspect.Signature(params)
     expected = _parameters(getattr(protocol, member))
     required = sum(p.default is p.empty for p in expected)
     for count in range(required, len(expected) + 1):
         try:
             signature.bind(*range(count))
         except TypeError as exc:
-            return (f"{member}{signature} cannot be called as the protocol's "
-                    f"{call_text(protocol, member, defaults=True)} with {count} argument"
+            return (f"{_call_text(member, params)} cannot be called "
+                    "as the protocol's "
+                    f"{call_text(protocol, member, optional=True)} with {count} argument"
                     f"{'' if count == 1 else 's'} ({exc})")
     return None
 
