@@ -99,6 +99,30 @@ def test_every_capability_asked_for_is_declared() -> None:
     assert any("DropDeviceCaches" in _asked_for(p) for p in sources)   # the scan finds
 
 
+def _features_asked_for(path: Path) -> set[str]:
+    """The feature names a suite asks for: ``need(fs, "mmap")`` and ``"mmap" in
+    features``."""
+    asked: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "need":
+            asked.update(str(a.value) for a in node.args[1:] if isinstance(a, ast.Constant))
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In) and \
+                isinstance(node.left, ast.Constant) and \
+                isinstance(node.comparators[0], ast.Name) and \
+                node.comparators[0].id == "features":
+            asked.add(str(node.left.value))
+    return asked
+
+
+def test_every_feature_a_suite_asks_for_is_declared() -> None:
+    declared = {f for c in CAPABILITIES for f in c.features}
+    asked = {name for path in (CHECKOUT / "suites").rglob("*.py")
+             for name in _features_asked_for(path)}
+    assert {"mmap", "fallocate", "punch_hole", "copy_range"} <= asked   # the scan finds
+    assert asked <= declared, asked - declared
+
+
 def test_offered_tells_the_devices_apart() -> None:
     ram = {c.name: has for c, has in offered(RamMTD(), "mtd", RamMTD)}
     cache = {c.name: has for c, has in offered(FolioCacheMTD(), "mtd", FolioCacheMTD)}
