@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import resource
 import subprocess
 import sys
@@ -361,11 +360,20 @@ def test_a_wrong_signature_stops_the_run_before_any_test(pytester: pytest.Pytest
                                  "with 0 arguments (missing a required argument: 'how')"])
 
 
-def test_the_protocols_signatures_are_what_the_declaration_shows() -> None:
-    drop = inspect.signature(protocols.DropCaches.drop_caches)
-    assert list(drop.parameters) == ["self", "path"]
-    assert list(inspect.signature(protocols.DropDeviceCaches.drop_caches).parameters) == \
-        ["self"]
+def test_drop_caches_has_one_signature_per_kind() -> None:
+    names = {(c.kind, c.name) for c in CAPABILITIES}
+    assert {("fs", "drop_caches(path)"), ("mtd", "drop_caches()")} <= names
+
+    class DevicesDrop(Ramfs):
+        def drop_caches(self) -> None: ...
+
+    fs = DevicesDrop(blocksize=4096, memory=8 << 20)
+    try:
+        problem = signature_problem(fs, "fs")
+        assert problem is not None and "protocol's drop_caches(path) with 1" in problem
+    finally:
+        fs.umount()
+        fs.memory.release()
 
 
 def test_fsx_probes_every_narrowable_feature_as_an_operation() -> None:
