@@ -25,6 +25,7 @@ from pytest_folio.targets.capabilities import offered, table
 from pytest_folio.targets.fs import FsTarget, resolve_fs_target
 from pytest_folio.targets.mtd import MTDTarget, resolve_mtd_target
 from pytest_folio.targets.spec import TargetError
+from pytest_folio.terminal.textwidth import wrap
 
 
 def register(subparsers: Any) -> None:
@@ -67,13 +68,14 @@ def _check(spec: str, kind: str, args: argparse.Namespace, stack: ExitStack) -> 
         mtd = resolve_mtd_target(spec)
         dev = stack.enter_context(_open_mtd(mtd, args))
         mtd.check_first(dev)
-        return (f"--folio-mtd={spec}: {_describe(dev, kind)}\n"
-                + table(offered(dev, kind, mtd.spec.factory)))
+        return "\n".join([*wrap(f"--folio-mtd={spec}: {_describe(dev, kind)}"),
+                          table(offered(dev, kind, mtd.spec.factory))])
     fs_target: FsTarget = resolve_fs_target(spec, "--folio-fs")
     root = stack.enter_context(tempfile.TemporaryDirectory(prefix="pytest-folio-check-"))
     fs = stack.enter_context(fs_target.open(parse_size(args.blocksize), os.fspath(root)))
     fs_target.check_first(fs)
-    return f"--folio-fs={spec}: {_describe(fs, kind)}\n" + table(offered(fs, kind))
+    return "\n".join([*wrap(f"--folio-fs={spec}: {_describe(fs, kind)}"),
+                      table(offered(fs, kind))])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@ compared (``--folio-fs-oracle``, on by default against a user's target, and the
 project's own reference-against-kernel tests).
 
 :func:`supported` decides, in one place, which operation families a target has (its
-``features``, its capability protocols, and whether it has directories at all).
+features, :func:`~pytest_folio.targets.capabilities.features_of`, and what only a probe
+tells: whether its directories work, how far its files reach).
 :func:`generate` makes a target-independent sequence from a seed over every call of the
 FileSystem protocol (:data:`CALLS`: a test checks that none is missing) within those
 families: every open-flag combination, several descriptors on one file, names with and
@@ -54,12 +55,10 @@ from pytest_folio.linux.uapi import (
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.answers import FS_RULES, AnswerError, answering
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
-    Directories,
     DropCaches,
-    features_of,
-    supports,
 )
 
 Op = tuple[Any, ...]
@@ -173,22 +172,21 @@ def copy_all(fs: AnyFileSystem, src: int, dst: int, count: int, offset_src: int,
 
 def supported(fs: AnyFileSystem) -> frozenset[str]:
     """The operation families ``fs`` has: its features (:func:`features_of`: the
-    optional calls it has, narrowed by its ``features``), ``drop_caches`` when it is a
-    :class:`DropCaches`, ``directories`` when it has them and its mkdir does not say
-    EOPNOTSUPP,
+    optional calls it has, ``drop_caches`` and ``directories`` among them, narrowed by
+    its ``features``), less ``directories`` when its mkdir says EOPNOTSUPP, with
     ``rename_directories`` unless a directory's rename does, and the far offsets its
     files reach (:func:`_file_sizes`), each probed on a scratch name removed again.
     The one place this is decided; nothing of a family ``fs`` lacks is ever sent to it."""
     have = set(features_of(fs))
-    if isinstance(fs, DropCaches):
-        have.add("drop_caches")
-    if supports(fs, Directories) and errno_of(lambda: fs.mkdir(_PROBE)) != errno.EOPNOTSUPP:
-        have.add("directories")
-        moved = _PROBE + "-moved"
-        if errno_of(lambda: fs.rename(_PROBE, moved)) != errno.EOPNOTSUPP:
-            have.add("rename_directories")
-            errno_of(lambda: fs.rmdir(moved))
-        errno_of(lambda: fs.rmdir(_PROBE))
+    if "directories" in have:
+        if errno_of(lambda: fs.mkdir(_PROBE)) == errno.EOPNOTSUPP:
+            have.discard("directories")
+        else:
+            moved = _PROBE + "-moved"
+            if errno_of(lambda: fs.rename(_PROBE, moved)) != errno.EOPNOTSUPP:
+                have.add("rename_directories")
+                errno_of(lambda: fs.rmdir(moved))
+            errno_of(lambda: fs.rmdir(_PROBE))
     have.update(_file_sizes(fs))
     return frozenset(have)
 

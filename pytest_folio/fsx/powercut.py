@@ -33,13 +33,13 @@ from collections.abc import Iterator, Sequence
 from typing import cast
 
 from pytest_folio.linux.uapi import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.protocols import (
     CopyFileRange,
     Fallocate,
     FileSystem,
     MappedIO,
     PowerCut,
-    features_of,
     power_cut_unit,
 )
 

@@ -5,7 +5,7 @@ copy_file_range at EOF; EOPNOTSUPP or ENOSYS means no) and disables what fails, 
 so unless ``-q``. Here a target first declares what it has in ``features`` (a
 AnyFileSystem object may have no mmap at all), the probe then checks what it declared,
 and an operation that answers EOPNOTSUPP later is disabled from then on: all three end
-in :meth:`Capabilities.disable`, so a skipped operation is counted the same way
+in :meth:`EnabledOps.disable`, so a skipped operation is counted the same way
 whichever found it.
 """
 
@@ -32,14 +32,16 @@ from pytest_folio.fsx.log import (
     OP_ZERO_RANGE,
 )
 from pytest_folio.linux.uapi import FALLOC_FEATURE_MODE, FALLOC_FL_KEEP_SIZE, falloc_mode_name
-from pytest_folio.targets.protocols import AnyFileSystem, features_of
+from pytest_folio.targets.capabilities import FS_FEATURES, features_of
+from pytest_folio.targets.protocols import AnyFileSystem
 
 UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOTTY})
-# The optional operations, each named as the feature a target lists for it, and the
-# fallocate mode of the fallocate-like ones (KEEP_SIZE variants aside).
-OPTIONAL = (OP_FALLOCATE, OP_PUNCH_HOLE, OP_ZERO_RANGE, OP_COLLAPSE_RANGE, OP_INSERT_RANGE,
-            OP_COPY_RANGE)
-FALLOC_MODE_OF = {op: FALLOC_FEATURE_MODE[OP_NAMES[op]] for op in OPTIONAL[:-1]}
+# The optional operations: those named as a feature of an optional call
+# (capabilities.FS_FEATURES; mmap is no operation of its own), and the fallocate mode of
+# the fallocate-like ones (KEEP_SIZE variants aside).
+OPTIONAL = tuple(op for op, name in enumerate(OP_NAMES) if name in FS_FEATURES)
+FALLOC_MODE_OF = {op: FALLOC_FEATURE_MODE[OP_NAMES[op]] for op in OPTIONAL
+                  if op != OP_COPY_RANGE}
 _TOGGLE_OF = {OP_FALLOCATE: "fallocate_calls", OP_PUNCH_HOLE: "punch_hole_calls",
               OP_ZERO_RANGE: "zero_range_calls", OP_COLLAPSE_RANGE: "collapse_range_calls",
               OP_INSERT_RANGE: "insert_range_calls", OP_COPY_RANGE: "copy_range_calls",
@@ -48,7 +50,7 @@ _TOGGLE_OF = {OP_FALLOCATE: "fallocate_calls", OP_PUNCH_HOLE: "punch_hole_calls"
 NEVER = frozenset({OP_CLONE_RANGE, OP_DEDUPE_RANGE, OP_EXCHANGE_RANGE})
 
 
-class Capabilities:
+class EnabledOps:
     """Which operations run: ``enabled[op]``, the mapped and KEEP_SIZE variants, and
     which of the disabled ones the target lacks (``unsupported``) rather than the
     options turned off. ``say`` prints fsx's "disabling!" notes (None: quiet)."""
@@ -103,7 +105,7 @@ def truncate_extends(fs: AnyFileSystem, fd: int, size: int) -> bool:
     return extended == size + 100000
 
 
-def probe(fs: AnyFileSystem, fd: int, size: int, caps: Capabilities) -> None:
+def probe(fs: AnyFileSystem, fd: int, size: int, caps: EnabledOps) -> None:
     """Disable what the target lacks: by its ``features``, then by trying each optional
     operation on one byte at EOF (``size``) as fsx does. The file is left at ``size``."""
     features = features_of(fs)
@@ -130,7 +132,7 @@ def probe(fs: AnyFileSystem, fd: int, size: int, caps: Capabilities) -> None:
             fs.ftruncate(fd, size)
 
 
-def _probe_keep_size(fs: AnyFileSystem, fd: int, size: int, caps: Capabilities) -> None:
+def _probe_keep_size(fs: AnyFileSystem, fd: int, size: int, caps: EnabledOps) -> None:
     try:
         fs.fallocate(fd, FALLOC_FL_KEEP_SIZE, size, 1)
     except OSError as exc:

@@ -31,7 +31,7 @@ from pytest_folio.fsx.log import (
     OP_WRITE,
     LogEntry,
 )
-from pytest_folio.fsx.probe import Capabilities
+from pytest_folio.fsx.probe import EnabledOps
 from pytest_folio.fsx.report import (
     FsxFailure,
     FsxResult,
@@ -136,7 +136,7 @@ class FsxState:
         self.model = FileModel(maxfilelen)
         self.biggest = 0
         self._closeprob_limit = (1 << 28) // opts.closeprob if opts.closeprob else -1
-        self.caps = Capabilities(opts, None if opts.quiet else self.prt)
+        self.caps = EnabledOps(opts, None if opts.quiet else self.prt)
 
     def prt(self, line: str) -> None:
         self.lines.append(line)

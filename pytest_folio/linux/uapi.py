@@ -26,11 +26,6 @@ MTD_CAP_RAM = MTD_WRITEABLE | MTD_BIT_WRITEABLE | MTD_NO_ERASE
 MTD_CAP_NORFLASH = MTD_WRITEABLE | MTD_BIT_WRITEABLE
 MTD_CAP_NANDFLASH = MTD_WRITEABLE
 
-# FileSystem.features vocabulary
-FS_FEATURES = frozenset(
-    {"mmap", "fallocate", "punch_hole", "zero_range", "collapse_range", "insert_range",
-     "copy_range"})
-
 # include/uapi/linux/falloc.h
 FALLOC_FL_KEEP_SIZE = 0x01
 FALLOC_FL_PUNCH_HOLE = 0x02

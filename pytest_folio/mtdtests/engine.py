@@ -12,7 +12,7 @@ replays the run exactly.
 A device that can be closed and opened again (dropping its caches, keeping its data)
 says so with a ``reopen()`` method (:class:`~pytest_folio.targets.protocols.Reopenable`):
 the reference block2mtd and ``/dev/mtdN`` have one; one that can drop its clean cached
-folios has ``drop_caches()`` (:class:`~pytest_folio.targets.protocols.DropCaches`).
+folios has ``drop_caches()`` (:class:`~pytest_folio.targets.protocols.DropDeviceCaches`).
 
 An erase of a range that is not whole eraseblocks has two answers in Linux: EINVAL
 (mtdram, NOR and NAND drivers check the alignment) or the pages asked erased, no more, no
@@ -36,7 +36,7 @@ from pytest_folio.mtdtests.common import MTDTestError, is_nand, is_writeable
 from pytest_folio.mtdtests.expected import OK, FlashOracle, Outcome
 from pytest_folio.mtdtests.log import KINDS, Op
 from pytest_folio.targets.answers import MTD_RULES, AnswerError, answering
-from pytest_folio.targets.protocols import DropCaches, MTDDevice, Reopenable
+from pytest_folio.targets.protocols import DropDeviceCaches, MTDDevice, Reopenable
 
 _PAGE_FILLS = ("ff", "00", "same", "rand", "rand")
 _FILL_CLASS = {"rand": "random", "ff": "0xff", "00": "zero", "same": "same as there",
@@ -123,7 +123,7 @@ class Layout:
                    folio=folio or 4 * PAGE_SIZE, nand=is_nand(dev),
                    clear_only=dev.type != MTD_RAM,
                    can_reopen=isinstance(dev, Reopenable),
-                   can_drop=isinstance(dev, DropCaches))
+                   can_drop=isinstance(dev, DropDeviceCaches))
 
     @property
     def ebcnt(self) -> int:
@@ -144,7 +144,7 @@ def apply(dev: MTDDevice, op: Op, data: bytes) -> Outcome:
         "erase": lambda: dev.erase(op.offset, op.length),
         "sync": dev.sync,
         # step() lets these through only to a device that has them
-        "drop": lambda: cast(DropCaches, dev).drop_caches(),
+        "drop": lambda: cast(DropDeviceCaches, dev).drop_caches(),
         "reopen": lambda: cast(Reopenable, dev).reopen(),
     }
     try:
@@ -206,7 +206,7 @@ class MTDFsx:
             return self._unaligned_erase(op, got)
         if self.reference is not None:
             expected = (self._apply(self.reference, op, data, "the reference ")
-                        if op.kind != "drop" or isinstance(self.reference, DropCaches)
+                        if op.kind != "drop" or isinstance(self.reference, DropDeviceCaches)
                         else OK)
             sides = ("target", "reference")
         else:

@@ -275,6 +275,7 @@ class Answering:
             answered.__folio_unsupported__ = True  # type: ignore[attr-defined]
         answered.__name__ = answered.__qualname__ = name
         answered.__doc__ = call.__doc__
+        answered.__wrapped__ = call  # type: ignore[attr-defined]  # its signature
         return answered
 
 

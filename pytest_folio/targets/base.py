@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from pytest_folio.sizes import format_size
+from pytest_folio.targets.capabilities import signature_problem
 from pytest_folio.targets.protocols import missing_members
 from pytest_folio.targets.spec import TargetError, TargetSpec, parse_size_map, parse_target_spec
 
@@ -158,6 +159,7 @@ class Target(abc.ABC, Generic[T]):
 
     option: ClassVar[str]                  # the option it comes from, for messages
     protocol: ClassVar[type]               # what open() hands out
+    capability_kind: ClassVar[str]         # "mtd" or "fs": its optional calls' kind
     what: ClassVar[str]                    # "an MTD device", in messages
     reference: ClassVar[str]               # "device": "the reference device"
     path_noun: ClassVar[str]               # "device": what a path names
@@ -219,12 +221,12 @@ class Target(abc.ABC, Generic[T]):
 
     def check_first(self, made: Any) -> None:
         """The checks of the first target a factory makes, before any test, as the
-        plugin and ``python -m pytest_folio check`` both make them: TargetError of one
-        line naming the factory."""
+        plugin and ``python -m pytest_folio check`` both make them (its calls' signatures,
+        then :meth:`check_once`): TargetError of one line naming the factory."""
         if self.kind != "factory":
             return
         try:
-            problem = self.check_once(made)
+            problem = signature_problem(made, self.capability_kind) or self.check_once(made)
         except Exception as exc:
             problem = (f"returned {type(made).__name__}, whose check raised "
                        f"{exception_line(exc)}")

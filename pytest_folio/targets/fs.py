@@ -29,13 +29,13 @@ from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.targets.answers import FS_RULES, answering
 from pytest_folio.targets.base import Knob, Target
+from pytest_folio.targets.capabilities import supports
 from pytest_folio.targets.directory import directory_filesystem
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
     DropCaches,
     FileSystem,
     Unmountable,
-    supports,
 )
 from pytest_folio.targets.spec import TargetError
 
@@ -62,6 +62,7 @@ class FsTarget(Target[AnyFileSystem]):
 
     option = OPTION
     protocol = FileSystem   # the core is checked; the optional calls are asked for
+    capability_kind = "fs"
     what = "a FileSystem"
     reference = "file system"
     path_noun = "directory"

@@ -38,6 +38,7 @@ class MTDTarget(Target[MTDDevice]):
 
     option = OPTION
     protocol = MTDDevice
+    capability_kind = "mtd"
     what = "an MTD device"
     reference = "device"
     path_noun = "device"

@@ -21,7 +21,6 @@ from pytest_folio.linux.uapi import (  # noqa: F401  (re-exported: the protocol'
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
-    FS_FEATURES,
     MTD_ABSENT,
     MTD_BIT_WRITEABLE,
     MTD_CAP_NANDFLASH,
@@ -84,9 +83,10 @@ class FileSystem(Protocol):
 
 # What a file system may add to the core. A target says it has one by having its calls,
 # and it lacks one by leaving them out (or by inheriting FileSystemBase's defaults,
-# which count as left out): use supports(fs, MappedIO), not isinstance. A call it has
-# but cannot do in some case answers EOPNOTSUPP, as Linux does (a fallocate mode it
-# does not know, a rename of a directory).
+# which count as left out): ask capabilities.supports(fs, MappedIO), not isinstance. A
+# call it has but cannot do in some case answers EOPNOTSUPP, as Linux does (a fallocate
+# mode it does not know, a rename of a directory). What each unlocks, and the feature
+# names it gives: pytest_folio.targets.capabilities.
 
 
 @runtime_checkable
@@ -125,7 +125,8 @@ class Directories(Protocol):
 
 class AnyFileSystem(FileSystem, MappedIO, Fallocate, CopyFileRange, Directories, Protocol):
     """The static type of code that may make any call (the suites, fsx, the oracle): it
-    makes an optional one only where :func:`supports` or :func:`features_of` said yes, or
+    makes an optional one only where :func:`~.capabilities.supports` or
+    :func:`~.capabilities.features_of` said yes, or
     takes EOPNOTSUPP as "not supported". Not for isinstance: a target need not be one."""
 
 
@@ -146,7 +147,7 @@ def _unsupported(call: Callable[..., Any]) -> Callable[..., Any]:
 class FileSystemBase:
     """A base class for a file system of your own: implement the core
     (:class:`FileSystem`) and whichever optional calls you support; the others answer
-    EOPNOTSUPP and :func:`supports` counts them as absent."""
+    EOPNOTSUPP and :func:`~.capabilities.supports` counts them as absent."""
 
     blocksize: int = 4096
 
@@ -176,36 +177,9 @@ class FileSystemBase:
         raise OSError(errno.EOPNOTSUPP, "rmdir: not supported")
 
 
-FALLOCATE_FEATURES = frozenset(
-    {"fallocate", "punch_hole", "zero_range", "collapse_range", "insert_range"})
-
-
-def supports(fs: object, capability: type) -> bool:
-    """Whether ``fs`` has every call of ``capability`` (FileSystemBase's defaults do
-    not count)."""
-    if not isinstance(fs, capability):
-        return False
-    return not any(getattr(getattr(fs, name, None), "__folio_unsupported__", False)
-                   for name in protocol_members(capability))
-
-
-def features_of(fs: object) -> frozenset[str]:
-    """What the suites may use of ``fs``, as FS_FEATURES names: what its calls give,
-    narrowed by its ``features`` when it lists them."""
-    have: set[str] = set()
-    if supports(fs, MappedIO):
-        have.add("mmap")
-    if supports(fs, Fallocate):
-        have |= FALLOCATE_FEATURES
-    if supports(fs, CopyFileRange):
-        have.add("copy_range")
-    if isinstance(fs, HasFeatures):
-        have &= frozenset(fs.features)
-    return frozenset(have)
-
-
 # Optional capabilities: a device or file system has them or not; suites ask with
-# isinstance(obj, Capability) and use them only when it is one.
+# isinstance(obj, Capability) and use them only when it is one. Each is declared, with
+# what it unlocks, in pytest_folio.targets.capabilities.CAPABILITIES.
 
 
 @runtime_checkable
@@ -294,13 +268,21 @@ class PowerCutUnit(Protocol):
 
 @runtime_checkable
 class DropCaches(Protocol):
-    """``drop_caches(...)``: write back and forget the cached pages, as ``echo 3 >
-    /proc/sys/vm/drop_caches`` does, so the next access reads the backing store. A file
-    system takes the path of one file (``drop_caches(path)``), an MTD device no argument
-    (``drop_caches()``). Suites that push data through the cache call it where a target
-    offers it; it never changes what a read returns."""
+    """``drop_caches(path)``: a file system writes the file's dirty pages back and
+    forgets its cached ones, as ``echo 3 > /proc/sys/vm/drop_caches`` does for one file,
+    so the next access reads the backing store; it never changes what a read returns."""
 
-    def drop_caches(self, *args: str) -> None: ...
+    def drop_caches(self, path: str) -> None: ...
+
+
+@runtime_checkable
+class DropDeviceCaches(Protocol):
+    """``drop_caches()``: an MTD device forgets its clean cached folios, as ``echo 1 >
+    /proc/sys/vm/drop_caches`` does (dirty ones stay), so the next read of them comes
+    from the backing store; it never changes what a read returns. ``isinstance`` cannot tell
+    it from :class:`DropCaches` (the same name): ask it of an MTD device only."""
+
+    def drop_caches(self) -> None: ...
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ module and provide a ``filesystem`` fixture, or run the ready module
             return MyFs(root=tmp_path)
 
 Optional calls (mapped I/O, fallocate and its modes, copy_file_range, directories) are
-used only when the target has them (:func:`pytest_folio.targets.protocols.features_of`);
+used only when the target has them (:func:`pytest_folio.targets.capabilities.features_of`);
 a test that needs a missing one skips and names it. Where Linux
 versions give different errnos, the tests accept each one Linux has documented, and say
 so. Every file is written with data that has no zero byte, so stale data can never pass

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.linux.uapi import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
-from pytest_folio.targets.protocols import AnyFileSystem, features_of
+from pytest_folio.targets.capabilities import features_of
+from pytest_folio.targets.protocols import AnyFileSystem
 
 
 class FsAccounting(_Base):

@@ -14,7 +14,8 @@ from pytest_folio.bytescmp import first_difference
 from pytest_folio.errors import errno_of
 from pytest_folio.fixtures.fs import REPRODUCE
 from pytest_folio.linux.constants import PAGE_SIZE
-from pytest_folio.targets.protocols import AnyFileSystem, Directories, features_of, supports
+from pytest_folio.targets.capabilities import features_of, supports
+from pytest_folio.targets.protocols import AnyFileSystem, Directories
 
 RDWR_CREAT = os.O_RDWR | os.O_CREAT
 FALLOC_FL_UNKNOWN = 0x100   # a mode bit no kernel defines

@@ -19,7 +19,7 @@ Who drops the cache depends on the target:
   next write's or erase's lookup and lock (the model is single-threaded, so the window is
   opened rather than waited for): ``--folio-mtd reference:retry=off`` fails;
 - **a user's device** with ``drop_caches()``
-  (:class:`~pytest_folio.targets.protocols.DropCaches`), called from the dropping threads
+  (:class:`~pytest_folio.targets.protocols.DropDeviceCaches`), called from the dropping threads
   while the writers run, so it must be thread-safe.
 
 The first 512 bytes of every page are the droppers' (``BLKZEROOUT`` zeroes them): the
@@ -43,7 +43,7 @@ from pytest_folio.mtdtests.kernel_blockdev import SECTOR, BackingDevice, drop_ca
 from pytest_folio.session import settings
 from pytest_folio.suites.mtd.base import _MTDSuite, require_destructive, run_seed
 from pytest_folio.targets.mtd import reference_device
-from pytest_folio.targets.protocols import DropCaches, MTDDevice
+from pytest_folio.targets.protocols import DropDeviceCaches, MTDDevice
 
 ERASED = 0xFF
 
@@ -247,7 +247,7 @@ def run_invalidate_race(dev: MTDDevice, seconds: float, seed: int, writers: int 
             return run.run(kernel_droppers(run, backing, droppers, in_use), backing.flush)
         finally:
             backing.close()
-    if isinstance(dev, DropCaches):
+    if isinstance(dev, DropDeviceCaches):
         drop_caches = dev.drop_caches
 
         def drop() -> None:

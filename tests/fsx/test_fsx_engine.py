@@ -11,7 +11,7 @@ import pytest
 from pytest_folio.fsx.config import FsxOptions
 from pytest_folio.fsx.engine import FsxEngine, FsxFailure
 from pytest_folio.fsx.log import FL_SKIPPED, OP_NAMES, format_fsxops, read_fsxops
-from pytest_folio.targets.protocols import FS_FEATURES
+from pytest_folio.targets.capabilities import FS_FEATURES
 from tests.helpers.fsx_broken import PassThrough
 from tests.helpers.fsx_memfs import MemFS
 

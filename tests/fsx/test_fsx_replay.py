@@ -20,8 +20,9 @@ from pytest_folio.fsx.log import (
     read_fsxops,
 )
 from pytest_folio.model.ramfs import Ramfs
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.directory import directory_filesystem
-from pytest_folio.targets.protocols import AnyFileSystem, features_of
+from pytest_folio.targets.protocols import AnyFileSystem
 from tests.helpers.fsx_broken import StaleDataAfterTruncateUp
 from tests.helpers.fsx_memfs import MemFS
 

@@ -18,6 +18,7 @@ import posixpath
 from collections.abc import Callable
 
 from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
@@ -25,7 +26,6 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
     AnyFileSystem,
-    features_of,
 )
 from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.targets.capabilities import FS_FEATURES
 from pytest_folio.targets.directory import check_mapped_range
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
@@ -29,7 +30,6 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
-    FS_FEATURES,
 )
 
 MAX_FILE_SIZE = (1 << 63) - 1       # s_maxbytes of a 64-bit kernel's ramfs and tmpfs

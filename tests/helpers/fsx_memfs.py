@@ -9,6 +9,7 @@ import os
 import stat
 
 from pytest_folio.model.constants import PAGE_SIZE
+from pytest_folio.targets.capabilities import FS_FEATURES
 from pytest_folio.targets.directory import check_mapped_range
 from pytest_folio.targets.protocols import (
     FALLOC_FL_COLLAPSE_RANGE,
@@ -16,7 +17,6 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_KEEP_SIZE,
     FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
-    FS_FEATURES,
 )
 
 _FALLOC_FEATURE = {0: "fallocate", FALLOC_FL_PUNCH_HOLE: "punch_hole",

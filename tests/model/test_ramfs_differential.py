@@ -24,13 +24,14 @@ from pytest_folio.fixtures.fs import fs_target
 from pytest_folio.fsx.differential import Mismatch, common, compare, generate
 from pytest_folio.model.constants import PAGE_SIZE
 from pytest_folio.model.ramfs import Ramfs
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.directory import DirectoryFS, directory_filesystem
 from pytest_folio.targets.kernel_ramfs import (
     KernelRamfsUnavailable,
     mount_kernel_ramfs,
     temporary_mount,
 )
-from pytest_folio.targets.protocols import AnyFileSystem, features_of
+from pytest_folio.targets.protocols import AnyFileSystem
 
 SEEDS = [1, 2, 3, 4]
 

@@ -20,6 +20,7 @@ from pytest_folio.targets.answers import (
     data_answer,
     names_answer,
 )
+from pytest_folio.targets.capabilities import supports
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
     Directories,
@@ -28,7 +29,6 @@ from pytest_folio.targets.protocols import (
     MappedIO,
     MTDDevice,
     Reopenable,
-    supports,
 )
 from tests.helpers.fsx_cachedfs import CachedFS
 from tests.helpers.fsx_memfs import MemFS

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from pytest_folio.model.ramfs import Ramfs
+from pytest_folio.targets.capabilities import features_of, supports
 from pytest_folio.targets.protocols import (
     CopyFileRange,
     Directories,
@@ -16,9 +17,7 @@ from pytest_folio.targets.protocols import (
     FileSystem,
     FileSystemBase,
     MappedIO,
-    features_of,
     missing_members,
-    supports,
 )
 
 
@@ -103,8 +102,8 @@ def test_only_missing_core_calls_are_named() -> None:
 
 
 @pytest.mark.parametrize(("features", "expected"), [
-    ("default", {"mmap", "copy_range"}),
-    ("full", {"mmap", "copy_range", "fallocate", "punch_hole", "zero_range",
+    ("default", {"mmap", "copy_range", "directories"}),
+    ("full", {"mmap", "copy_range", "directories", "fallocate", "punch_hole", "zero_range",
               "collapse_range", "insert_range"})])
 def test_the_reference_ramfs_features_come_out_as_declared(features: str,
                                                             expected: set[str]) -> None:
