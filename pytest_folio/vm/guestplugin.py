@@ -6,6 +6,11 @@ worker a base directory under the controller's, on the host's root, which a gues
 read-only) and adds a ``folio guest`` section to each report naming the guest and its
 kernel; on the controller it ends the run with one line per guest: how many tests each
 ran, and which guests went down.
+
+With a ``vm --guest`` matrix (:mod:`pytest_folio.vm.matrix`) it also parametrizes the
+items that use a kernel target over the matrix's groups (on every process alike),
+deselects those at a size their group was not made at, gives each worker its own
+guest's targets and the controller the scheduler that keeps each item on its group.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ from typing import Any
 
 import pytest
 
+from pytest_folio.params import GuestParam, item_params
 from pytest_folio.vm.gateway import GUEST_ENV
+from pytest_folio.vm.matrix import MATRIX_ENV, TARGET_FIXTURES, Group, Matrix
+
+MATRIX_KEY = pytest.StashKey[Matrix]()
+GUEST_ARG = "folio_guest"     # the parameter naming an item's group
 
 SECTION = "folio guest"
 
@@ -25,6 +35,38 @@ SECTION = "folio guest"
 def guest_line() -> str:
     """``guest1: kernel 6.1.0-57-amd64``: what a worker's reports say about where it ran."""
     return f"{os.environ.get(GUEST_ENV, '?')}: kernel {os.uname().release}"
+
+
+def read_matrix(config: pytest.Config) -> Matrix | None:
+    """The run's matrix: the controller's from the runner, a worker's from the
+    controller; None without ``--guest``."""
+    workerinput = getattr(config, "workerinput", None)
+    text = (workerinput.get("folio_matrix") if workerinput is not None
+            else os.environ.get(MATRIX_ENV))
+    return Matrix.from_json(text) if text else None
+
+
+def own_group(config: pytest.Config) -> Group | None:
+    """A worker's group in the matrix (None on the controller, or without one)."""
+    matrix = config.stash.get(MATRIX_KEY, None)
+    workerinput = getattr(config, "workerinput", None)
+    if matrix is None or workerinput is None:
+        return None
+    return matrix.of_guest(workerinput["workerid"])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Before any plugin configures: a worker of a matrix runs against its own guest's
+    devices, whatever the controller's ``--folio-mtd``/``--folio-fs`` (which name one
+    guest's path per size, for the controller to classify)."""
+    matrix = read_matrix(config)
+    if matrix is None:
+        return
+    config.stash[MATRIX_KEY] = matrix
+    group = own_group(config)
+    if group is not None:
+        config.option.folio_mtd, config.option.folio_fs = group.mtd, group.fs_map
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -35,6 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if os.environ.get(GUEST_ENV):
             config.option.basetemp = None
         return
+    matrix = config.stash.get(MATRIX_KEY, None)
+    if matrix is not None:
+        config.pluginmanager.register(MatrixController(matrix), "pytest_folio.vm.matrix")
     if config.getoption("numprocesses", None) is not None:
         raise pytest.UsageError("-n/--numprocesses replaces the guests' workers with local "
                                 "ones: leave it out with vm --guests (one worker per guest)")
@@ -42,6 +87,63 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--dist no runs the tests here, not in the guests: give "
                                 "vm --guests a distributing mode (load, loadfile, ...)")
     config.pluginmanager.register(GuestSummary(), "pytest_folio.vm.guests")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Last, so the group's label ends the item's id (``[4K-xfs@6.1.0-57-amd64]``),
+    which is where the scheduler reads it."""
+    matrix = metafunc.config.stash.get(MATRIX_KEY, None)
+    if matrix is None or not any(f in metafunc.fixturenames for f in TARGET_FIXTURES):
+        return
+    metafunc.fixturenames.append(GUEST_ARG)
+    metafunc.parametrize(GUEST_ARG, [GuestParam(g.label, g.kernel, g.fs)
+                                     for g in matrix.groups],
+                         ids=[g.label for g in matrix.groups])
+
+
+def made_for(group: Group, item: pytest.Item) -> bool:
+    """Whether ``group``'s guests have the device or file system ``item`` runs at."""
+    params = item_params(item)
+    return ((params.folio_order is None or params.folio_order in group.orders)
+            and (params.block_size is None or params.block_size in group.block_sizes))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The items of a group at a size its guests were not made at (another group's)."""
+    matrix = config.stash.get(MATRIX_KEY, None)
+    if matrix is None:
+        return
+    left = [item for item in items if (guest := item_params(item).guest) is not None
+            and not made_for(matrix.group(guest.label), item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if item not in left]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The scheduler keeps each item on its group; an item here that names another
+    group would run against this guest's devices under that group's name."""
+    group = own_group(item.config)
+    guest = item_params(item).guest
+    if group is not None and guest is not None and guest.label != group.label:
+        pytest.fail(f"scheduled on a guest of {group.label}, but the item is "
+                    f"{guest.label}'s", pytrace=False)
+
+
+class MatrixController:
+    """On the controller: the matrix to every worker, and the matrix's scheduler."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["folio_matrix"] = self.matrix.to_json()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from pytest_folio.vm.scheduler import make_scheduler
+        return make_scheduler(config, self.matrix, log)
 
 
 @pytest.hookimpl(wrapper=True)
