@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from pytest_folio.files import write_file
-from pytest_folio.sizes import format_size
 from pytest_folio.vm import VMError
 from pytest_folio.vm.gateway import PORT_NAME
-from pytest_folio.vm.guest import device_lines
+from pytest_folio.vm.guest import device_lines, size_map
 from pytest_folio.vm.initramfs import MARK
 from pytest_folio.vm.qemu import GuestRun, Machine, qemu_command, run_guest
 from pytest_folio.vmabi import GUEST_TARGETS_ENV
@@ -76,16 +75,23 @@ def controller_argv(head: list[str], sockets: dict[str, Path], pytest_args: list
             *pytest_args]
 
 
-def ramfs_args(marks: list[tuple[str, str]]) -> list[str]:
-    """``--folio-fs``/``--folio-block-sizes`` for the ramfs mounts a guest kept (its
-    ``ramfs WHERE BLOCKSIZE ...`` lines), as the guest's own pytest would get them."""
-    spec, kept = [], []
+def ramfs_kept(marks: list[tuple[str, str]]) -> dict[int, str]:
+    """The ramfs mounts a guest kept (its ``ramfs WHERE BLOCKSIZE ...`` lines): block
+    size -> where."""
+    kept = {}
     for key, value in marks:
         words = value.split()
         if key == "ramfs" and len(words) >= 2 and words[1].isdigit():
-            spec.append(f"{format_size(int(words[1]))}={words[0]}")
-            kept.append(f"{int(words[1]) >> 10}k")
-    return [f"--folio-fs={','.join(spec)}", f"--folio-block-sizes={','.join(kept)}"]
+            kept[int(words[1])] = words[0]
+    return kept
+
+
+def ramfs_args(marks: list[tuple[str, str]]) -> list[str]:
+    """``--folio-fs``/``--folio-block-sizes`` for the ramfs mounts a guest kept, as the
+    guest's own pytest would get them."""
+    kept = ramfs_kept(marks)
+    return [f"--folio-fs={size_map(kept)}",
+            f"--folio-block-sizes={','.join(f'{size >> 10}k' for size in kept)}"]
 
 
 class GuestConsole:
@@ -250,10 +256,10 @@ class GuestSession:
                 where = f" (its console's last {len(guest.console.tail)} lines: {path})"
         self.run.progress(f"{guest.name} {why}{where}")
 
-    def controller(self, argv: list[str]) -> int:
+    def controller(self, argv: list[str], env: dict[str, str]) -> int:
         """Run the host's pytest; Ctrl-C and SIGTERM reach here as KeyboardInterrupt
         (the runner turns SIGTERM into one) and take the controller down too."""
-        env = {**self.run.environ, GUEST_TARGETS_ENV: "1"}
+        env = {**self.run.environ, **env, GUEST_TARGETS_ENV: "1"}
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
         try:
             return proc.wait()
@@ -270,9 +276,10 @@ class GuestSession:
             raise
 
     def execute(self, head: list[str], pytest_args: list[str],
-                after: Callable[[Guest], list[str]]) -> int:
+                after: Callable[[list[Guest]], tuple[list[str], dict[str, str]]]) -> int:
         """The whole session; the controller's exit status. The controller's arguments:
-        ``head``, xdist's, ``pytest_args``, then ``after`` of the first guest up."""
+        ``head``, xdist's, ``pytest_args``, then those ``after`` gives for the guests
+        that came up (with the controller's environment)."""
         self.start()
         try:
             up = self.wait_listening()
@@ -283,9 +290,10 @@ class GuestSession:
             self.run.progress(f"{len(up)} guest(s) listening after "
                               f"{time.monotonic() - self.run.clock:.1f} s: "
                               f"{', '.join(g.name for g in up)}")
+            last, env = after(up)
             argv = controller_argv(head, {g.name: g.socket for g in up},
-                                   [*pytest_args, *after(up[0])])
-            status = self.controller(argv)
+                                   [*pytest_args, *last])
+            status = self.controller(argv, env)
             self.stop_all(EXIT_WAIT)
         finally:
             for guest in self.guests:

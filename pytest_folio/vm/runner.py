@@ -76,6 +76,7 @@ from pytest_folio.vm.kernel import (
     user_kernel,
 )
 from pytest_folio.vm.kernelbuild import build_kernel, debian_source_tree
+from pytest_folio.vm.lab import Lab
 from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
@@ -166,6 +167,11 @@ class VMRun:
         qemu = find_qemu()
         busybox = find_busybox()
         run = read_run_settings(self.opts.pytest_args, self.environ)
+        if self.opts.guest_specs:
+            self.warm(self.opts.pytest_args)
+            with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
+                return Lab(self, qemu, busybox, run, Path(tmp)).execute(
+                    self.opts.guest_specs)
         kernel = self.kernel()
         image = bootable_image(kernel.image, self.cache.root / "vmlinux", self.progress)
         orders = mtd_orders(run, kernel.release, self.progress)
@@ -232,11 +238,7 @@ class VMRun:
                 env=env, disks=guest, ramfs_sizes=ramfs_sizes, ramfs_type=ramfs_type)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
-            pycache = self.cache.root / "pycache"
-            pycache.mkdir(parents=True, exist_ok=True)
-            spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
-                                  pycache, self.environ)
-            self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
+            pycache = self.warm(pytest_args)
             cmdline = " ".join(filter(None, (BASE_CMDLINE, self.opts.kernel_args)))
             machine = Machine(image=image, initrd=initrd, cmdline=cmdline,
                               out=work / "out", mem_mib=self.opts.mem_mib,
@@ -259,6 +261,15 @@ class VMRun:
                       if self.opts.power_cut else self.boot(qemu, machine))
             self.collect(work / "out", save)
         return status
+
+    def warm(self, pytest_args: list[str]) -> Path:
+        """Compile the guest's bytecode on the host, into the cache's share for it."""
+        pycache = self.cache.root / "pycache"
+        pycache.mkdir(parents=True, exist_ok=True)
+        spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
+                              pycache, self.environ)
+        self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
+        return pycache
 
     def selftests_argv(self, kernel: Kernel, argv: list[str]) -> list[str]:
         """``--ktap``: the selftests built for ``kernel``, run in the guest before pytest,
@@ -292,10 +303,10 @@ class VMRun:
                 GuestConsole(name, self.err, self.opts.console)))
         session = GuestSession(self, qemu, guests, failures)
 
-        def after(first: Guest) -> list[str]:
-            """What the guests' init made of the ramfs sizes (as in one guest: after
-            the user's options, so the sizes the kernel could mount win)."""
-            return ramfs_args(first.console.marks) if job.ramfs_sizes else []
+        def after(up: list[Guest]) -> tuple[list[str], dict[str, str]]:
+            """What the first guest's init made of the ramfs sizes (as in one guest:
+            after the user's options, so the sizes the kernel could mount win)."""
+            return (ramfs_args(up[0].console.marks) if job.ramfs_sizes else []), {}
         status = session.execute(head, self.opts.pytest_args, after)
         for guest in guests:
             self.collect(guest.machine.out, None, guest.name)

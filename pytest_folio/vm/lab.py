@@ -1,0 +1,176 @@
+"""``vm --guest SPEC ...``: a matrix of guests, each prepared from its own SPEC (kernel,
+file system, orders, block sizes), booted side by side and run as the xdist workers of
+one session (:mod:`pytest_folio.vm.guests`), whose items the matrix parametrizes
+(:mod:`pytest_folio.vm.matrix`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_folio.sizes import format_size, parse_size
+from pytest_folio.vm import VMError
+from pytest_folio.vm.bootimage import bootable_image
+from pytest_folio.vm.disks import fs_block_sizes, fs_disks, mtd_disks, mtd_orders
+from pytest_folio.vm.guest import guest_env, guest_pytest_argv, size_map
+from pytest_folio.vm.guests import Guest, GuestConsole, GuestSession, ramfs_kept, server_argv
+from pytest_folio.vm.initramfs import GUEST_RAMFS, GuestDisk, GuestJob, build_initramfs
+from pytest_folio.vm.kernel import (
+    FS_MODULES,
+    REQUIRED_MODULES,
+    WORKER_MODULES,
+    Kernel,
+    fetch_suite_kernel,
+    user_kernel,
+)
+from pytest_folio.vm.matrix import MATRIX_ENV, Group, GuestSpec, Matrix, default_label
+from pytest_folio.vm.modules import ModuleTree
+from pytest_folio.vm.qemu import BASE_CMDLINE, Machine
+from pytest_folio.vm.runsettings import RunSettings
+
+if TYPE_CHECKING:
+    from pytest_folio.vm.runner import VMRun
+
+
+@dataclasses.dataclass
+class Prepared:
+    """One guest of the matrix, ready to boot; its group is known once it is up (a
+    ramfs's block sizes are the ones its kernel kept)."""
+
+    guest: Guest
+    kernel: Kernel
+    fs: str
+    orders: list[int]
+    block_sizes: list[int]
+    disks: list[GuestDisk]
+    name: str | None
+
+    def group(self) -> Group:
+        mtd = {d.logical_block_size: d.mtd for d in self.disks if d.mtd}
+        if self.fs == "ramfs":
+            fs = ramfs_kept(self.guest.console.marks)
+        else:
+            fs = dict(zip(self.block_sizes, (d.mountpoint for d in self.disks if d.fstype),
+                          strict=True))
+        if not fs:
+            raise VMError(f"{self.guest.name} has no {self.fs} at any block size its "
+                          "kernel takes")
+        return Group(label=self.name or default_label(self.kernel.release, self.fs),
+                     kernel=self.kernel.release, fs=self.fs, orders=tuple(self.orders),
+                     block_sizes=tuple(sorted(fs)), mtd=size_map(mtd), fs_map=size_map(fs))
+
+
+class Lab:
+    """Prepare every ``--guest``, boot them, run the controller over them."""
+
+    def __init__(self, vm: VMRun, qemu: str, busybox: Path, run: RunSettings,
+                 work: Path) -> None:
+        self.vm, self.qemu, self.busybox, self.run, self.work = vm, qemu, busybox, run, work
+        self.kernels: dict[tuple[Path | None, str | None, Path | None], Kernel] = {}
+
+    def kernel(self, spec: GuestSpec) -> Kernel:
+        """The SPEC's kernel (the run's without one), fetched once per run."""
+        key = (spec.kernel, spec.suite, spec.modules)
+        if key not in self.kernels:
+            if spec.kernel is not None:
+                self.kernels[key] = user_kernel(spec.kernel, spec.modules)
+            elif spec.suite is not None:
+                self.kernels[key] = fetch_suite_kernel(self.vm.cache, spec.suite,
+                                                       self.vm.progress)
+            else:
+                self.kernels[key] = self.vm.kernel()
+        return self.kernels[key]
+
+    def prepare(self, name: str, spec: GuestSpec, accel: str) -> Prepared:
+        """Disks, initramfs and machine of guest ``name``, as ``vm`` makes them for one."""
+        opts = self.vm.opts
+        kernel = self.kernel(spec)
+        fs = spec.fs or opts.fs
+        run = dataclasses.replace(
+            self.run, orders=list(spec.orders or self.run.orders),
+            orders_given=spec.orders is not None or self.run.orders_given,
+            block_sizes=list(spec.block_sizes or self.run.block_sizes))
+        say = self.vm.progress
+        orders = mtd_orders(run, kernel.release, lambda m: say(f"{name}: {m}"))
+        sizes = (fs_block_sizes(fs, run, kernel.release, lambda m: say(f"{name}: {m}"))
+                 if fs != "ramfs" else [])
+        wanted = {**REQUIRED_MODULES, **WORKER_MODULES}
+        if fs in FS_MODULES:
+            wanted[fs] = FS_MODULES[fs]
+        modules = ([] if kernel.modules is None else
+                   ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted))
+        where = self.work / name
+        (where / "out").mkdir(parents=True)
+        disks = (mtd_disks(where, orders, opts.mtd_size, opts.erasesize)
+                 + fs_disks(where, fs, sizes))
+        job = GuestJob(modules=[m for m, _ in modules], module_params={}, cwd=os.getcwd(),
+                       argv=server_argv(sys.executable, name),
+                       env=guest_env(self.vm.environ, False),
+                       disks=[g for _, g in disks],
+                       ramfs_sizes=tuple(run.block_sizes) if fs == "ramfs" else (),
+                       heartbeat=True, pycache_shared=True)
+        initrd = where / "initramfs.cpio"
+        initrd.write_bytes(build_initramfs(self.busybox, modules, job))
+        pycache = self.vm.cache.root / "pycache"
+        pycache.mkdir(parents=True, exist_ok=True)
+        image = bootable_image(kernel.image, self.vm.cache.root / "vmlinux", say)
+        machine = Machine(image=image, initrd=initrd,
+                          cmdline=" ".join(filter(None, (BASE_CMDLINE, opts.kernel_args))),
+                          out=where / "out", mem_mib=opts.mem_mib, cpus=opts.cpus,
+                          accel=accel, pycache=pycache, disks=tuple(d for d, _ in disks),
+                          worker_socket=self.work / f"{name}.sock")
+        say(f"{name}: kernel {kernel.release}, {fs}, folio orders "
+            f"{','.join(map(str, orders))}, block sizes "
+            f"{','.join(format_size(b) for b in (sizes or run.block_sizes))}")
+        return Prepared(Guest(name, machine, GuestConsole(name, self.vm.err, opts.console)),
+                        kernel, fs, orders, sizes or list(run.block_sizes),
+                        [g for _, g in disks], spec.name)
+
+    def execute(self, specs: tuple[GuestSpec, ...]) -> int:
+        accel = self.vm.accelerators()[0]
+        prepared = [self.prepare(f"guest{i}", spec, accel)
+                    for i, spec in enumerate(specs, start=1)]
+        session = GuestSession(self.vm, self.qemu, [p.guest for p in prepared],
+                               self.run.failures)
+        by_name = {p.guest.name: p for p in prepared}
+
+        def after(up: list[Guest]) -> tuple[list[str], dict[str, str]]:
+            """The matrix of the guests that came up; the controller's targets name
+            one guest's path per size (the workers take their own)."""
+            try:
+                matrix = Matrix.of({g.name: by_name[g.name].group() for g in up})
+            except ValueError as exc:
+                raise VMError(str(exc)) from None
+            for group in matrix.groups:
+                members = [n for n, label in matrix.guests.items() if label == group.label]
+                self.vm.progress(f"{group.label}: {', '.join(members)}")
+            return controller_targets(matrix), {MATRIX_ENV: matrix.to_json()}
+        head = guest_pytest_argv(sys.executable, [], self.vm.opts.mtd_size,
+                                 self.vm.opts.erasesize, "/dev/mtd0", GUEST_RAMFS)
+        status = session.execute(head, self.vm.opts.pytest_args, after)
+        for p in prepared:
+            self.vm.collect(p.guest.machine.out, None, p.guest.name)
+        return status
+
+
+def controller_targets(matrix: Matrix) -> list[str]:
+    """The controller's ``--folio-mtd``/``--folio-fs`` and the orders and block sizes of
+    the whole matrix (after the user's arguments: what the guests were made at wins)."""
+    mtd: dict[int, str] = {}
+    fs: dict[int, str] = {}
+    for group in matrix.groups:
+        for part in filter(None, group.mtd.split(",")):
+            size, _, path = part.partition("=")
+            mtd.setdefault(parse_size(size), path)
+        for part in group.fs_map.split(","):
+            size, _, path = part.partition("=")
+            fs.setdefault(parse_size(size), path)
+    orders = sorted({o for g in matrix.groups for o in g.orders})
+    return [f"--folio-mtd={size_map(mtd)}", f"--folio-fs={size_map(fs)}",
+            f"--folio-orders={','.join(map(str, orders))}",
+            f"--folio-block-sizes={','.join(format_size(b) for b in sorted(fs))}"]
+
