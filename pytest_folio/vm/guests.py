@@ -67,12 +67,24 @@ def tx_spec(python: str, name: str, sock: Path) -> str:
 
 
 def controller_argv(head: list[str], sockets: dict[str, Path], pytest_args: list[str],
-                    python: str = sys.executable) -> list[str]:
+                    python: str = sys.executable,
+                    remote: dict[str, str] | None = None) -> list[str]:
     """The host's pytest: ``head`` (pytest, the plugin, the guests' targets), xdist with
-    one gateway per guest, then the user's arguments (which come last and so win)."""
+    one gateway per guest (``remote``: the gateway specs of guests on other machines),
+    then the user's arguments (which come last and so win)."""
     return [*head, "-p", "xdist", "-p", PLUGIN, "--dist=load", "--max-worker-restart=0",
             *(f"--tx={tx_spec(python, name, sock)}" for name, sock in sockets.items()),
-            *pytest_args]
+            *(f"--tx={spec}" for spec in (remote or {}).values()), *pytest_args]
+
+
+@dataclasses.dataclass
+class ControllerPlan:
+    """What the controller gets once the guests are up: arguments after the user's, its
+    environment, and the gateway specs of guests on other machines."""
+
+    args: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    remote: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def ramfs_kept(marks: list[tuple[str, str]]) -> dict[int, str]:
@@ -232,6 +244,21 @@ class GuestSession:
                 self.report(guest)
         return up
 
+    def hold(self, until: Callable[[list[Guest]], None]) -> list[Guest]:
+        """Boot the guests and keep them up while ``until`` (given those that came up)
+        runs; then let them power off. For a machine whose guests serve another's
+        controller (:mod:`pytest_folio.vm.agent`)."""
+        self.start()
+        try:
+            up = self.wait_listening()
+            until(up)
+            self.stop_all(EXIT_WAIT)
+        finally:
+            for guest in self.guests:
+                guest.stop.set()
+            self.stop_all()
+        return up
+
     def stop_all(self, wait: float = 0.0) -> None:
         """Let the guests power off by themselves for ``wait`` seconds, then kill them."""
         deadline = time.monotonic() + wait
@@ -276,24 +303,25 @@ class GuestSession:
             raise
 
     def execute(self, head: list[str], pytest_args: list[str],
-                after: Callable[[list[Guest]], tuple[list[str], dict[str, str]]]) -> int:
+                after: Callable[[list[Guest]], ControllerPlan]) -> int:
         """The whole session; the controller's exit status. The controller's arguments:
-        ``head``, xdist's, ``pytest_args``, then those ``after`` gives for the guests
-        that came up (with the controller's environment)."""
+        ``head``, xdist's, ``pytest_args``, then the plan ``after`` makes for the guests
+        that came up."""
         self.start()
         try:
             up = self.wait_listening()
-            if not up:
+            plan = after(up)
+            if not up and not plan.remote:
                 raise VMError("no guest came up: " + "; ".join(
                     f"{g.name} {g.fault(self.timeout) or 'never came up'}"
                     for g in self.guests))
-            self.run.progress(f"{len(up)} guest(s) listening after "
+            names = [*(g.name for g in up), *plan.remote]
+            self.run.progress(f"{len(names)} guest(s) listening after "
                               f"{time.monotonic() - self.run.clock:.1f} s: "
-                              f"{', '.join(g.name for g in up)}")
-            last, env = after(up)
+                              f"{', '.join(names)}")
             argv = controller_argv(head, {g.name: g.socket for g in up},
-                                   [*pytest_args, *last])
-            status = self.controller(argv, env)
+                                   [*pytest_args, *plan.args], remote=plan.remote)
+            status = self.controller(argv, plan.env)
             self.stop_all(EXIT_WAIT)
         finally:
             for guest in self.guests:

@@ -7,17 +7,26 @@ one session (:mod:`pytest_folio.vm.guests`), whose items the matrix parametrizes
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import VMError
+from pytest_folio.vm.agent import READY, UP, RemoteHost, agent_request
 from pytest_folio.vm.bootimage import bootable_image
 from pytest_folio.vm.disks import fs_block_sizes, fs_disks, mtd_disks, mtd_orders
 from pytest_folio.vm.guest import guest_env, guest_pytest_argv, size_map
-from pytest_folio.vm.guests import Guest, GuestConsole, GuestSession, ramfs_kept, server_argv
+from pytest_folio.vm.guests import (
+    ControllerPlan,
+    Guest,
+    GuestConsole,
+    GuestSession,
+    ramfs_kept,
+    server_argv,
+)
 from pytest_folio.vm.initramfs import GUEST_RAMFS, GuestDisk, GuestJob, build_initramfs
 from pytest_folio.vm.kernel import (
     FS_MODULES,
@@ -27,7 +36,14 @@ from pytest_folio.vm.kernel import (
     fetch_suite_kernel,
     user_kernel,
 )
-from pytest_folio.vm.matrix import MATRIX_ENV, Group, GuestSpec, Matrix, default_label
+from pytest_folio.vm.matrix import (
+    MATRIX_ENV,
+    Group,
+    GuestSpec,
+    HostSpec,
+    Matrix,
+    default_label,
+)
 from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.qemu import BASE_CMDLINE, Machine
 from pytest_folio.vm.runsettings import RunSettings
@@ -130,31 +146,69 @@ class Lab:
                         kernel, fs, orders, sizes or list(run.block_sizes),
                         [g for _, g in disks], spec.name)
 
-    def execute(self, specs: tuple[GuestSpec, ...]) -> int:
+    def session(self, named: list[tuple[str, GuestSpec]]
+                ) -> tuple[GuestSession, dict[str, Prepared]]:
         accel = self.vm.accelerators()[0]
-        prepared = [self.prepare(f"guest{i}", spec, accel)
-                    for i, spec in enumerate(specs, start=1)]
-        session = GuestSession(self.vm, self.qemu, [p.guest for p in prepared],
-                               self.run.failures)
-        by_name = {p.guest.name: p for p in prepared}
+        prepared = {name: self.prepare(name, spec, accel) for name, spec in named}
+        return (GuestSession(self.vm, self.qemu, [p.guest for p in prepared.values()],
+                             self.run.failures), prepared)
 
-        def after(up: list[Guest]) -> tuple[list[str], dict[str, str]]:
-            """The matrix of the guests that came up; the controller's targets name
-            one guest's path per size (the workers take their own)."""
-            try:
-                matrix = Matrix.of({g.name: by_name[g.name].group() for g in up})
-            except ValueError as exc:
-                raise VMError(str(exc)) from None
-            for group in matrix.groups:
-                members = [n for n, label in matrix.guests.items() if label == group.label]
-                self.vm.progress(f"{group.label}: {', '.join(members)}")
-            return controller_targets(matrix), {MATRIX_ENV: matrix.to_json()}
-        head = guest_pytest_argv(sys.executable, [], self.vm.opts.mtd_size,
-                                 self.vm.opts.erasesize, "/dev/mtd0", GUEST_RAMFS)
-        status = session.execute(head, self.vm.opts.pytest_args, after)
-        for p in prepared:
+    def execute(self, specs: tuple[GuestSpec, ...], hosts: tuple[HostSpec, ...]) -> int:
+        """The controller's side: boot the guests placed here, start each ``--host``'s
+        agent for its own, run one session over every guest that came up."""
+        named = [(f"guest{i}", spec) for i, spec in enumerate(specs, start=1)]
+        remotes = [RemoteHost(host, agent_request(
+            self.vm.opts, [(n, s) for n, s in named if s.host == host.ssh]))
+                   for host in hosts]
+        try:
+            session, prepared = self.session([(n, s) for n, s in named if s.host is None])
+
+            def after(up: list[Guest]) -> ControllerPlan:
+                """The matrix of the guests that came up, here and on the hosts; the
+                controller's targets name one guest's path per size (the workers
+                take their own)."""
+                groups = {g.name: prepared[g.name].group() for g in up}
+                remote = {}
+                for host in remotes:
+                    for name, (sock, group) in host.wait_ready(self.vm.progress).items():
+                        groups[name] = group
+                        remote[name] = host.tx_spec(name, sock)
+                try:
+                    matrix = Matrix.of(groups)
+                except ValueError as exc:
+                    raise VMError(str(exc)) from None
+                for group in matrix.groups:
+                    members = [n for n, label in matrix.guests.items()
+                               if label == group.label]
+                    self.vm.progress(f"{group.label}: {', '.join(members)}")
+                return ControllerPlan(controller_targets(matrix),
+                                      {MATRIX_ENV: matrix.to_json()}, remote)
+            head = guest_pytest_argv(sys.executable, [], self.vm.opts.mtd_size,
+                                     self.vm.opts.erasesize, "/dev/mtd0", GUEST_RAMFS)
+            status = session.execute(head, self.vm.opts.pytest_args, after)
+        finally:
+            for host in remotes:
+                host.close()
+        for p in prepared.values():
             self.vm.collect(p.guest.machine.out, None, p.guest.name)
         return status
+
+    def hold(self, named: list[tuple[str, GuestSpec]], out: TextIO, until: TextIO) -> None:
+        """An agent's side: boot ``named``, say on ``out`` which came up (their sockets
+        and groups, :data:`UP`) and keep them up until ``until`` ends (the controller
+        hung up)."""
+        session, prepared = self.session(named)
+
+        def serve(up: list[Guest]) -> None:
+            for guest in up:
+                group = json.dumps(dataclasses.asdict(prepared[guest.name].group()))
+                out.write(f"{UP} {guest.name} {guest.socket} {group}\n")
+            out.write(f"{READY}\n")
+            out.flush()
+            until.read()
+        session.hold(serve)
+        for p in prepared.values():
+            self.vm.collect(p.guest.machine.out, None, p.guest.name)
 
 
 def controller_targets(matrix: Matrix) -> list[str]:

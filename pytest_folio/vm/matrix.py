@@ -37,6 +37,55 @@ LABEL = re.compile(r"[A-Za-z0-9_.+@]([A-Za-z0-9_.+@-]*[A-Za-z0-9_.+@])?")
 TARGET_FIXTURES = ("mtd_device", "filesystem")   # the items a guest's kernel answers
 
 
+HOST_KEYS = ("ssh", "python", "ssh_config", "cache")
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSpec:
+    """One ``--host ssh=HOST//python=PY``: a machine that boots the guests placed on it
+    (``host=HOST`` in their SPEC) with ``python -m pytest_folio.vm.agent``, its own
+    kernel cache (``cache=DIR``, else that machine's default)."""
+
+    ssh: str
+    python: str = "python3"
+    ssh_config: str | None = None
+    cache: str | None = None
+
+
+def parse_host_spec(text: str) -> HostSpec:
+    """``ssh=HOST//python=PY//ssh_config=FILE//cache=DIR`` (xdist's gateway syntax);
+    ValueError of one line."""
+    given: dict[str, str] = {}
+    for part in text.split("//"):
+        key, eq, value = part.partition("=")
+        if not eq or not value.strip():
+            raise ValueError(f"{part!r} is not key=value (keys: {', '.join(HOST_KEYS)})")
+        if key not in HOST_KEYS:
+            raise ValueError(f"unknown key {key!r} (keys: {', '.join(HOST_KEYS)})")
+        if key in given:
+            raise ValueError(f"{key} given twice")
+        given[key] = value.strip()
+    if "ssh" not in given:
+        raise ValueError("needs ssh=HOST (e.g. ssh=lab1//python=/usr/bin/python3)")
+    if given["ssh"].startswith("-"):
+        raise ValueError(f"ssh={given['ssh']}: not a host name")
+    return HostSpec(**given)
+
+
+def check_host_specs(texts: Iterable[str]) -> tuple[HostSpec, ...]:
+    """Every ``--host``, each machine once; CommandError of one line."""
+    hosts: list[HostSpec] = []
+    for text in texts:
+        try:
+            host = parse_host_spec(text)
+        except ValueError as exc:
+            raise CommandError(f"--host {text}: {exc}") from None
+        if any(h.ssh == host.ssh for h in hosts):
+            raise CommandError(f"--host {text}: ssh={host.ssh} given twice")
+        hosts.append(host)
+    return tuple(hosts)
+
+
 @dataclasses.dataclass(frozen=True)
 class GuestSpec:
     """One ``--guest SPEC``: None fields take the run's (``--kernel``, ``--fs``, the
@@ -50,6 +99,7 @@ class GuestSpec:
     orders: tuple[int, ...] | None = None
     name: str | None = None
     host: str | None = None             # --host ssh=HOST's HOST; None: this machine
+    text: str = dataclasses.field(default="", compare=False)   # as given (for a --host)
 
 
 def _list(key: str, text: str, parse: Any) -> tuple[int, ...]:
@@ -101,7 +151,7 @@ def parse_guest_spec(text: str) -> GuestSpec:
         block_sizes=(_list("block-sizes", given["block-sizes"], parse_block_size)
                      if "block-sizes" in given else None),
         orders=_list("orders", given["orders"], parse_order) if "orders" in given else None,
-        name=name, host=given.get("host"))
+        name=name, host=given.get("host"), text=text)
 
 
 def check_guest_specs(texts: Iterable[str], hosts: Iterable[str]) -> tuple[GuestSpec, ...]:
@@ -133,6 +183,12 @@ class Group:
     mtd: str                    # the --folio-mtd size map in these guests
     fs_map: str                 # the --folio-fs size map in these guests
 
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Group:
+        """From :func:`dataclasses.asdict`'s dict, through JSON (lists for tuples)."""
+        return cls(**{**data, "orders": tuple(data["orders"]),
+                      "block_sizes": tuple(data["block_sizes"])})
+
 
 def default_label(release: str, fs: str) -> str:
     """``xfs@6.1.0-57-amd64``: the file system on the kernel."""
@@ -160,9 +216,7 @@ class Matrix:
     @classmethod
     def from_json(cls, text: str) -> Matrix:
         data = json.loads(text)
-        groups = tuple(Group(**{**g, "orders": tuple(g["orders"]),
-                                "block_sizes": tuple(g["block_sizes"])})
-                       for g in data["groups"])
+        groups = tuple(Group.from_data(g) for g in data["groups"])
         return cls(groups, dict(data["guests"]))
 
     @classmethod

@@ -13,13 +13,14 @@ written in the guest is copied to where the user asked for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,6 +51,7 @@ from pytest_folio.vm.guest import (
     warmup_argv,
 )
 from pytest_folio.vm.guests import (
+    ControllerPlan,
     Guest,
     GuestConsole,
     GuestSession,
@@ -163,15 +165,22 @@ class VMRun:
     def kvm_marker(self) -> Path:
         return self.cache.root / f"kvm-failed-{os.uname().release}"
 
+    @contextlib.contextmanager
+    def lab(self) -> Iterator[Lab]:
+        """``--guest``: the matrix's preparations, in a private directory for the run."""
+        qemu, busybox = find_qemu(), find_busybox()
+        run = read_run_settings(self.opts.pytest_args, self.environ)
+        self.warm(self.opts.pytest_args)
+        with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
+            yield Lab(self, qemu, busybox, run, Path(tmp))
+
     def execute(self) -> int:
+        if self.opts.guest_specs:
+            with self.lab() as lab:
+                return lab.execute(self.opts.guest_specs, self.opts.hosts)
         qemu = find_qemu()
         busybox = find_busybox()
         run = read_run_settings(self.opts.pytest_args, self.environ)
-        if self.opts.guest_specs:
-            self.warm(self.opts.pytest_args)
-            with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
-                return Lab(self, qemu, busybox, run, Path(tmp)).execute(
-                    self.opts.guest_specs)
         kernel = self.kernel()
         image = bootable_image(kernel.image, self.cache.root / "vmlinux", self.progress)
         orders = mtd_orders(run, kernel.release, self.progress)
@@ -303,10 +312,11 @@ class VMRun:
                 GuestConsole(name, self.err, self.opts.console)))
         session = GuestSession(self, qemu, guests, failures)
 
-        def after(up: list[Guest]) -> tuple[list[str], dict[str, str]]:
+        def after(up: list[Guest]) -> ControllerPlan:
             """What the first guest's init made of the ramfs sizes (as in one guest:
             after the user's options, so the sizes the kernel could mount win)."""
-            return (ramfs_args(up[0].console.marks) if job.ramfs_sizes else []), {}
+            return ControllerPlan(ramfs_args(up[0].console.marks)
+                                  if job.ramfs_sizes and up else [])
         status = session.execute(head, self.opts.pytest_args, after)
         for guest in guests:
             self.collect(guest.machine.out, None, guest.name)

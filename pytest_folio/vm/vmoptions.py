@@ -23,7 +23,7 @@ from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 from pytest_folio.vm.disks import FILE_SYSTEMS
-from pytest_folio.vm.matrix import GuestSpec, check_guest_specs
+from pytest_folio.vm.matrix import GuestSpec, HostSpec, check_guest_specs, check_host_specs
 from pytest_folio.vm.powercut import default_args
 from pytest_folio.vm.selftests import parse_ktap_tests
 
@@ -143,6 +143,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "name=LABEL, host=HOST (a --host); unset keys take the run's. "
                              "Items that use a kernel target run once per kind of guest, "
                              "their ids ending in its label (xfs@RELEASE)")
+    parser.add_argument("--host", action="append", default=[],
+                        metavar="ssh=HOST//python=PY",
+                        help="another machine that boots the --guest SPECs saying "
+                             "host=HOST, with its own kernel cache (//cache=DIR: another "
+                             "than its default) and its own copy of this package and the "
+                             "tests at the same path (repeatable; //ssh_config=FILE: ssh's "
+                             "-F)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -176,6 +183,7 @@ class VMOptions:
     ktap: tuple[str, ...] = ()
     guests: int = 0  # vm --guests N: that many guests as the xdist workers of one session
     guest_specs: tuple[GuestSpec, ...] = ()  # vm --guest SPEC...: a matrix of guests
+    hosts: tuple[HostSpec, ...] = ()  # vm --host ssh=HOST...: machines booting some of them
 
 
 def check_cache(cache: Path) -> None:
@@ -379,7 +387,12 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if guests and ktap:
         raise CommandError("--guests and --ktap do not go together yet: the selftests run "
                            "before pytest in one guest (leave out --guests)")
-    specs = check_guest_specs(getattr(args, "guest", []) or [], [])
+    hosts = check_host_specs(getattr(args, "host", []) or [])
+    specs = check_guest_specs(getattr(args, "guest", []) or [], [h.ssh for h in hosts])
+    idle = [h.ssh for h in hosts if not any(s.host == h.ssh for s in specs)]
+    if idle:
+        raise CommandError(f"--host ssh={idle[0]} boots no guest: place guests there "
+                           f"with host={idle[0]} in their --guest SPEC")
     if specs:
         check_matrix_options(args, guests, power_cut, ktap, interleave, build)
     if power_cut and not pytest_args:
@@ -394,4 +407,4 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
         build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
         interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip(),
-        ktap=ktap, guests=guests, guest_specs=specs)
+        ktap=ktap, guests=guests, guest_specs=specs, hosts=hosts)
