@@ -132,10 +132,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 class MatrixController:
-    """On the controller: the matrix to every worker, and the matrix's scheduler."""
+    """On the controller: the matrix to every worker, the matrix's scheduler, and the
+    items it could not run (every guest of their group went down) named at the end: the
+    run then fails, as it would had they failed."""
 
     def __init__(self, matrix: Matrix) -> None:
         self.matrix = matrix
+        self.scheduler: Any = None
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["folio_matrix"] = self.matrix.to_json()
@@ -143,7 +146,23 @@ class MatrixController:
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         from pytest_folio.vm.scheduler import make_scheduler
-        return make_scheduler(config, self.matrix, log)
+        self.scheduler = make_scheduler(config, self.matrix, log)
+        return self.scheduler
+
+    def not_run(self) -> dict[str, list[str]]:
+        return {} if self.scheduler is None else self.scheduler.not_run()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for label, items in self.not_run().items():
+            terminalreporter.write_line(f"folio: {len(items)} test(s) not run, no guest of "
+                                        f"{label} was left:")
+            for nodeid in items:
+                terminalreporter.write_line(f"    {nodeid}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.not_run() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(wrapper=True)

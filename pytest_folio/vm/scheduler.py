@@ -51,6 +51,13 @@ class MatrixScheduling:
     def has_pending(self) -> bool:
         return any(self.queues.values()) or any(self.node2pending.values())
 
+    def not_run(self) -> dict[str, list[str]]:
+        """Group label -> the items left in its queue (no guest of it was left)."""
+        if self.collection is None:
+            return {}
+        return {str(label): [self.collection[i] for i in sorted(queue)]
+                for label, queue in self.queues.items() if queue}
+
     def group_of(self, node: WorkerController) -> str | None:
         return self.matrix.guests.get(node.gateway.id)
 

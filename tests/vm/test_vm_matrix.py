@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.params import GuestParam, decode_params
+from pytest_folio.vm.guestplugin import MatrixController
 from pytest_folio.vm.lab import controller_targets
 from pytest_folio.vm.matrix import Group, GuestSpec, Matrix, parse_guest_spec
 from pytest_folio.vm.scheduler import collection_diff
@@ -119,7 +121,7 @@ def test_collections_that_differ_are_shown_where_they_differ() -> None:
 
 
 FAKE_QEMU = r'''
-import os, re, subprocess, sys, time
+import os, re, signal, subprocess, sys, time
 args = sys.argv[1:]
 sock = [a for a in args if a.startswith("socket,id=worker,")][0].split("path=")[1].split(",")[0]
 init = open(args[args.index("-initrd") + 1], "rb").read().decode("latin-1")
@@ -141,13 +143,16 @@ say("@@folio-vm start")
 server = subprocess.Popen([sys.executable, "-m", "pytest_folio.vm.gateway", "serve",
                            "--listen", sock, "--name", name])
 while server.poll() is None:
+    if os.path.exists(os.path.join(fake, f"panic-{name}")):
+        say("[   12.000000] Kernel panic - not syncing: fake panic in " + name)
+        os.killpg(0, 9)     # qemu exits, and the guest with it
     say("@@folio-vm alive")
     time.sleep(0.2)
 say(f"@@folio-vm exit {server.returncode}")
 '''
 
 MATRIX_TESTS = """
-import os
+import os, time
 
 def test_fs(filesystem, folio_timer):
     where = os.path.basename(os.path.dirname(filesystem.root))
@@ -157,6 +162,12 @@ def test_fs(filesystem, folio_timer):
 
 def test_model():
     pass
+
+def test_down(filesystem):
+    if os.environ.get("FAKE_PANIC") == os.environ["PYTEST_FOLIO_GUEST"]:
+        open(os.path.join(os.environ["FAKE_DIR"], "panic-" + os.environ["FAKE_PANIC"]),
+             "w").close()
+        time.sleep(60)
 """
 
 
@@ -173,12 +184,13 @@ def vm_matrix(fake: Path, *args: str) -> int:
     return main(["vm", "--kernel", str(fake / "bzImage"), "--cache-dir", str(fake / "cache"),
                  "--timeout", "120", "--guest", "block-sizes=4k",
                  "--guest", f"kernel={fake / 'bzImage2'},block-sizes=4k+16k",
-                 "--", "test_matrix.py", "-p", "no:randomly", "-v", *args])
+                 "--", "test_matrix.py", "-p", "no:randomly", "-v", "--folio-failures",
+                 "fails", *args])
 
 
 def test_a_two_kernel_matrix_runs_each_item_on_its_own_guest(
         fake: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    status = vm_matrix(fake, "--folio-save", "a.json")
+    status = vm_matrix(fake, "--folio-save", "a.json", "-k", "not down")
     out, err = capfd.readouterr()
     assert status == 0, out + err
     assert "folio-vm: guest1: kernel 6.1.0-test, ramfs" in err
@@ -199,10 +211,43 @@ def test_a_two_kernel_matrix_runs_each_item_on_its_own_guest(
     assert not any(alive(pid) for pid in (int(p) for p in
                                            (fake / "qemu.pid").read_text().split()))
     # compare of two saved matrix runs: one grid, a row per kernel and block size
-    assert vm_matrix(fake, "--folio-save", "b.json") == 0
+    assert vm_matrix(fake, "--folio-save", "b.json", "-k", "not down") == 0
     capfd.readouterr()
     assert main(["compare", str(fake / "a.json"), str(fake / "b.json")]) == 0
     grid = capfd.readouterr().out
     rows = [ln for ln in grid.splitlines() if "kernel=" in ln]
     assert any("kernel=6.1.0-test" in ln for ln in rows), grid
     assert sum("kernel=7.2.0-other" in ln for ln in rows) == 2, grid
+
+
+def test_the_items_of_a_group_whose_guests_all_went_down_are_named_as_not_run(
+        fake: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+        ) -> None:
+    """guest2, the only guest of its kernel, panics in its first test_down item: that
+    item crashed; its other one cannot run anywhere, and the run says so and fails."""
+    monkeypatch.setenv("FAKE_PANIC", "guest2")
+    status = vm_matrix(fake, "-k", "down")
+    out, err = capfd.readouterr()
+    assert status == 1, out + err
+    assert re.search(r"guest2 panicked: \[   12.000000\] Kernel panic - not syncing: fake "
+                     r"panic in guest2 \(its console's last \d+ lines: ", err), err
+    assert re.search(r"^\[guest1\] .*PASSED test_matrix.py::test_down\[4K-ramfs@6.1.0-test\]",
+                     out, re.M), out
+    assert ("worker 'guest2' crashed while running "
+            "'test_matrix.py::test_down[4K-ramfs@7.2.0-other]'") in out, out
+    assert ("folio: 1 test(s) not run, no guest of ramfs@7.2.0-other was left:\n"
+            "    test_matrix.py::test_down[16K-ramfs@7.2.0-other]\n") in out, out
+
+
+def test_items_left_without_a_guest_fail_a_run_that_would_pass() -> None:
+    """A guest that went down between two items crashed none: the run's exit status
+    would be 0 with items never run."""
+    controller = MatrixController(Matrix.of({"guest1": group("xfs@6.1", (4096,))}))
+    controller.scheduler = SimpleNamespace(not_run=lambda: {"xfs@6.1": ["t.py::a[xfs@6.1]"]})
+    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK)
+    controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
+    controller.scheduler = SimpleNamespace(not_run=lambda: {})
+    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK)
+    controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.OK
