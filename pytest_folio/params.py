@@ -46,16 +46,6 @@ class FsParam:
         return f"{format_size(self.block_size)}-cache{format_size(self.cache_bytes)}"
 
 
-@dataclasses.dataclass(frozen=True)
-class GuestParam:
-    """The group of guests an item runs on in a ``vm --guest`` matrix: its kernel and
-    file system (:mod:`pytest_folio.vm.matrix`); ``label`` is the item id's part."""
-
-    label: str
-    kernel: str
-    fs: str
-
-
 def cache_bound(block_size: int) -> int:
     """The cache a bounded run gives a factory: 16 blocks (64K at 4K blocks), small
     enough that every suite's files are pushed through it and evicted."""
@@ -70,7 +60,6 @@ class ItemParams:
     erasesize: int | None = None
     block_size: int | None = None
     cache_bytes: int | None = None       # the factory's bounded cache, when the run has one
-    guest: GuestParam | None = None      # vm --guest: the guests' kernel and file system
 
     def labels(self) -> dict[str, str]:
         """As tables and saved runs show them: ``{"folio": "16K", "eb": "4K"}``."""
@@ -83,8 +72,6 @@ class ItemParams:
             out["bs"] = format_size(self.block_size)
         if self.cache_bytes is not None:
             out["cache"] = format_size(self.cache_bytes)
-        if self.guest is not None:
-            out["kernel"], out["fs"] = self.guest.kernel, self.guest.fs
         return out
 
 
@@ -101,12 +88,10 @@ def decode_params(given: dict[str, Any]) -> ItemParams:
     cache_bytes = None
     if isinstance(block_size, FsParam):
         cache_bytes, block_size = block_size.cache_bytes, block_size.block_size
-    guest = given.get("folio_guest")
     return ItemParams(folio_order=order if isinstance(order, int) else None,
                       erasesize=erasesize,
                       block_size=block_size if isinstance(block_size, int) else None,
-                      cache_bytes=cache_bytes,
-                      guest=guest if isinstance(guest, GuestParam) else None)
+                      cache_bytes=cache_bytes)
 
 
 def item_params(item: object) -> ItemParams:

@@ -22,12 +22,21 @@ from typing import Any
 
 import pytest
 
-from pytest_folio.params import GuestParam, item_params
+from pytest_folio.measurement import Measurement
+from pytest_folio.params import item_params
 from pytest_folio.vm.gateway import GUEST_ENV
-from pytest_folio.vm.matrix import MATRIX_ENV, TARGET_FIXTURES, Group, Matrix
+from pytest_folio.vm.matrix import (
+    MATRIX_ENV,
+    TARGET_FIXTURES,
+    Group,
+    GuestParam,
+    Matrix,
+    default_label,
+)
 
 MATRIX_KEY = pytest.StashKey[Matrix]()
 GUEST_ARG = "folio_guest"     # the parameter naming an item's group
+MATRIX_TARGET = "vm --guest"  # the target of a matrix item's measurements
 
 SECTION = "folio guest"
 
@@ -102,6 +111,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                          ids=[g.label for g in matrix.groups])
 
 
+def item_guest(item: pytest.Item) -> GuestParam | None:
+    """The group a matrix item runs on; None: any guest."""
+    callspec = getattr(item, "callspec", None)
+    guest = callspec.params.get(GUEST_ARG) if callspec is not None else None
+    return guest if isinstance(guest, GuestParam) else None
+
+
 def made_for(group: Group, item: pytest.Item) -> bool:
     """Whether ``group``'s guests have the device or file system ``item`` runs at."""
     params = item_params(item)
@@ -114,21 +130,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     matrix = config.stash.get(MATRIX_KEY, None)
     if matrix is None:
         return
-    left = [item for item in items if (guest := item_params(item).guest) is not None
+    left = [item for item in items if (guest := item_guest(item)) is not None
             and not made_for(matrix.group(guest.label), item)]
     if left:
         config.hook.pytest_deselected(items=left)
-        items[:] = [item for item in items if item not in left]
+        gone = {id(item) for item in left}
+        items[:] = [item for item in items if id(item) not in gone]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """The scheduler keeps each item on its group; an item here that names another
     group would run against this guest's devices under that group's name."""
     group = own_group(item.config)
-    guest = item_params(item).guest
+    guest = item_guest(item)
     if group is not None and guest is not None and guest.label != group.label:
         pytest.fail(f"scheduled on a guest of {group.label}, but the item is "
                     f"{guest.label}'s", pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_folio_measurement(item: pytest.Item, measurement: Measurement) -> None:
+    """Before the timing collector records it: a matrix item's rows name its kernel and
+    file system (and its group, when named otherwise), so one table, and ``compare`` of
+    two saved runs, shows a row per guest of the matrix; its target is the matrix's
+    (each guest's own device paths would split the table into a column per guest)."""
+    guest = item_guest(item)
+    if guest is None:
+        return
+    measurement.params.update(kernel=guest.kernel, fs=guest.fs)
+    if guest.label != default_label(guest.kernel, guest.fs):
+        measurement.params["guest"] = guest.label
+    measurement.target = MATRIX_TARGET
 
 
 class MatrixController:

@@ -172,6 +172,16 @@ def check_guest_specs(texts: Iterable[str], hosts: Iterable[str]) -> tuple[Guest
 
 
 @dataclasses.dataclass(frozen=True)
+class GuestParam:
+    """An item's parameter naming the group of guests it runs on; ``label`` is the
+    item id's part."""
+
+    label: str
+    kernel: str
+    fs: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Group:
     """Guests alike: one kernel, file system and set of devices; their items' label."""
 

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_folio.cli import main
-from pytest_folio.params import GuestParam, decode_params
-from pytest_folio.vm.guestplugin import MatrixController
+from pytest_folio.measurement import Measurement
+from pytest_folio.vm.guestplugin import MatrixController, pytest_folio_measurement
 from pytest_folio.vm.lab import controller_targets
-from pytest_folio.vm.matrix import Group, GuestSpec, Matrix, parse_guest_spec
+from pytest_folio.vm.matrix import Group, GuestParam, GuestSpec, Matrix, parse_guest_spec
 from pytest_folio.vm.scheduler import collection_diff
 from tests.helpers.vm import alive, bzimage, fake_machine
 
@@ -105,12 +105,6 @@ def test_the_controller_gets_one_path_per_size_and_the_matrixs_sizes() -> None:
         "--folio-mtd=4K=/dev/mtd0,16K=/dev/mtd1",
         "--folio-fs=4K=/run/folio/xfs@6.1-4K,16K=/run/folio/ext4@7.2-16K",
         "--folio-orders=0", "--folio-block-sizes=4K,16K"]
-
-
-def test_an_items_kernel_and_fs_go_into_its_measurements() -> None:
-    params = decode_params({"filesystem": 16384,
-                            "folio_guest": GuestParam("xfs@7.2", "7.2.13", "xfs")})
-    assert params.labels() == {"bs": "16K", "kernel": "7.2.13", "fs": "xfs"}
 
 
 def test_collections_that_differ_are_shown_where_they_differ() -> None:
@@ -208,6 +202,7 @@ def test_a_two_kernel_matrix_runs_each_item_on_its_own_guest(
                     for m in saved["measurements"])
     assert params == [("6.1.0-test", "ramfs", "4K"), ("7.2.0-other", "ramfs", "16K"),
                       ("7.2.0-other", "ramfs", "4K")]
+    assert {m["target"] for m in saved["measurements"]} == {"vm --guest"}
     assert not any(alive(pid) for pid in (int(p) for p in
                                            (fake / "qemu.pid").read_text().split()))
     # compare of two saved matrix runs: one grid, a row per kernel and block size
@@ -251,3 +246,20 @@ def test_items_left_without_a_guest_fail_a_run_that_would_pass() -> None:
     session = SimpleNamespace(exitstatus=pytest.ExitCode.OK)
     controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
     assert session.exitstatus == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize(("label", "params"), [
+    ("xfs@7.2.13", {"bs": "16K", "kernel": "7.2.13", "fs": "xfs"}),
+    ("patched", {"bs": "16K", "kernel": "7.2.13", "fs": "xfs", "guest": "patched"}),
+])
+def test_a_matrix_items_measurements_name_its_guest(label: str,
+                                                    params: dict[str, str]) -> None:
+    item = SimpleNamespace(callspec=SimpleNamespace(
+        params={"filesystem": 16384, "folio_guest": GuestParam(label, "7.2.13", "xfs")}))
+    measurement = Measurement("fsx", "fsx operations", "ops/s", [1.0], {"bs": "16K"},
+                              target="16K=/run/folio/xfs-16K")
+    pytest_folio_measurement(item, measurement)  # type: ignore[arg-type]
+    assert measurement.params == params and measurement.target == "vm --guest"
+    model = Measurement("m", "n", "ms", [1.0], {"bs": "4K"}, target="reference")
+    pytest_folio_measurement(SimpleNamespace(), model)  # type: ignore[arg-type]
+    assert model.params == {"bs": "4K"} and model.target == "reference"
