@@ -24,6 +24,7 @@ import pytest
 
 from pytest_folio.measurement import Measurement
 from pytest_folio.params import item_params
+from pytest_folio.sizes import format_size
 from pytest_folio.vm.gateway import GUEST_ENV
 from pytest_folio.vm.matrix import (
     MATRIX_ENV,
@@ -183,6 +184,17 @@ class MatrixController:
 
     def not_run(self) -> dict[str, list[str]]:
         return {} if self.scheduler is None else self.scheduler.not_run()
+
+    def pytest_report_header(self) -> list[str]:
+        """The matrix, a group a line (the ``mtd``/``fs`` above are one guest's paths
+        per size: each guest runs against its own)."""
+        lines = []
+        for group in self.matrix.groups:
+            guests = [n for n, label in self.matrix.guests.items() if label == group.label]
+            lines.append(f"folio: guests {','.join(guests)}: {group.label}, orders "
+                         f"{','.join(map(str, group.orders))}, block sizes "
+                         f"{','.join(format_size(b) for b in group.block_sizes)}")
+        return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for label, items in self.not_run().items():

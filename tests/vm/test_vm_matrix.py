@@ -189,6 +189,9 @@ def test_a_two_kernel_matrix_runs_each_item_on_its_own_guest(
     assert status == 0, out + err
     assert "folio-vm: guest1: kernel 6.1.0-test, ramfs" in err
     assert "folio-vm: ramfs@7.2.0-other: guest2" in err
+    assert ("folio: guests guest1: ramfs@6.1.0-test, orders 0, block sizes 4K\n"
+            "folio: guests guest2: ramfs@7.2.0-other, orders 0,2,4, block sizes 4K,16K\n"
+            ) in out, out
     # ids name each guest's kernel and file system; 16K only where guest2 has it
     ran = {item: guest for guest, item in re.findall(
         r"^\[(guest\d)\] .*PASSED test_matrix.py::(test_fs\[[^\]]+\])", out, re.M)}
