@@ -33,8 +33,8 @@ from pytest_folio.files import write_file
 from pytest_folio.vm import VMError
 from pytest_folio.vm.gateway import PORT_NAME
 from pytest_folio.vm.guest import device_lines, size_map
-from pytest_folio.vm.initramfs import MARK
-from pytest_folio.vm.qemu import GuestRun, Machine, qemu_command, run_guest
+from pytest_folio.vm.initramfs import MARK, GuestDisk, GuestJob, build_initramfs
+from pytest_folio.vm.qemu import Disk, GuestRun, Machine, qemu_command, run_guest
 from pytest_folio.vmabi import GUEST_TARGETS_ENV
 
 if TYPE_CHECKING:
@@ -55,6 +55,23 @@ def server_argv(python: str, name: str) -> list[str]:
     """What a guest's init runs instead of pytest."""
     return [python, "-m", "pytest_folio.vm.gateway", "serve", "--port", PORT_NAME,
             "--name", name]
+
+
+def serving_guest(name: str, work: Path, busybox: Path, modules: list[tuple[str, bytes]],
+                  job: GuestJob, machine: Machine, disks: list[tuple[Disk, GuestDisk]],
+                  console: GuestConsole) -> Guest:
+    """Guest ``name`` of a session, its disks and results share made under ``work/name``:
+    its initramfs runs the worker server instead of ``job``'s argv (with a heartbeat,
+    the bytecode share uncached: other guests write it too), its worker channel's socket
+    is ``work/name.sock``."""
+    where = work / name
+    initrd = where / "initramfs.cpio"
+    initrd.write_bytes(build_initramfs(busybox, modules, dataclasses.replace(
+        job, argv=server_argv(sys.executable, name), disks=[g for _, g in disks],
+        heartbeat=True, pycache_shared=True)))
+    return Guest(name, dataclasses.replace(
+        machine, initrd=initrd, out=where / "out", disks=tuple(d for d, _ in disks),
+        worker_socket=work / f"{name}.sock"), console)
 
 
 def tx_spec(python: str, name: str, sock: Path) -> str:

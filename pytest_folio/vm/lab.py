@@ -25,9 +25,9 @@ from pytest_folio.vm.guests import (
     GuestConsole,
     GuestSession,
     ramfs_kept,
-    server_argv,
+    serving_guest,
 )
-from pytest_folio.vm.initramfs import GUEST_RAMFS, GuestDisk, GuestJob, build_initramfs
+from pytest_folio.vm.initramfs import GUEST_RAMFS, GuestDisk, GuestJob
 from pytest_folio.vm.kernel import (
     FS_MODULES,
     REQUIRED_MODULES,
@@ -50,6 +50,19 @@ from pytest_folio.vm.runsettings import RunSettings
 
 if TYPE_CHECKING:
     from pytest_folio.vm.runner import VMRun
+
+
+def guest_modules(kernel: Kernel, fs: str, worker: bool) -> list[tuple[str, bytes]]:
+    """The modules a guest loads, in order: the root's and the devices', ``fs``'s, and
+    the worker channel's for a guest of a session (none: everything built in)."""
+    wanted = {**REQUIRED_MODULES}
+    if fs in FS_MODULES:
+        wanted[fs] = FS_MODULES[fs]
+    if worker:
+        wanted.update(WORKER_MODULES)
+    if kernel.modules is None:
+        return []
+    return ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
 
 
 @dataclasses.dataclass
@@ -114,36 +127,26 @@ class Lab:
         orders = mtd_orders(run, kernel.release, lambda m: say(f"{name}: {m}"))
         sizes = (fs_block_sizes(fs, run, kernel.release, lambda m: say(f"{name}: {m}"))
                  if fs != "ramfs" else [])
-        wanted = {**REQUIRED_MODULES, **WORKER_MODULES}
-        if fs in FS_MODULES:
-            wanted[fs] = FS_MODULES[fs]
-        modules = ([] if kernel.modules is None else
-                   ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted))
+        modules = guest_modules(kernel, fs, worker=True)
         where = self.work / name
         (where / "out").mkdir(parents=True)
         disks = (mtd_disks(where, orders, opts.mtd_size, opts.erasesize)
                  + fs_disks(where, fs, sizes))
         job = GuestJob(modules=[m for m, _ in modules], module_params={}, cwd=os.getcwd(),
-                       argv=server_argv(sys.executable, name),
-                       env=guest_env(self.vm.environ, False),
-                       disks=[g for _, g in disks],
-                       ramfs_sizes=tuple(run.block_sizes) if fs == "ramfs" else (),
-                       heartbeat=True, pycache_shared=True)
-        initrd = where / "initramfs.cpio"
-        initrd.write_bytes(build_initramfs(self.busybox, modules, job))
-        pycache = self.vm.cache.root / "pycache"
-        pycache.mkdir(parents=True, exist_ok=True)
-        image = bootable_image(kernel.image, self.vm.cache.root / "vmlinux", say)
-        machine = Machine(image=image, initrd=initrd,
+                       argv=[], env=guest_env(self.vm.environ, False),
+                       ramfs_sizes=tuple(run.block_sizes) if fs == "ramfs" else ())
+        machine = Machine(image=bootable_image(kernel.image, self.vm.cache.root / "vmlinux",
+                                               say),
+                          initrd=where / "initramfs.cpio",
                           cmdline=" ".join(filter(None, (BASE_CMDLINE, opts.kernel_args))),
                           out=where / "out", mem_mib=opts.mem_mib, cpus=opts.cpus,
-                          accel=accel, pycache=pycache, disks=tuple(d for d, _ in disks),
-                          worker_socket=self.work / f"{name}.sock")
+                          accel=accel, pycache=self.vm.cache.root / "pycache")
         say(f"{name}: kernel {kernel.release}, {fs}, folio orders "
             f"{','.join(map(str, orders))}, block sizes "
             f"{','.join(format_size(b) for b in (sizes or run.block_sizes))}")
-        return Prepared(Guest(name, machine, GuestConsole(name, self.vm.err, opts.console)),
-                        kernel, fs, orders, sizes or list(run.block_sizes),
+        guest = serving_guest(name, self.work, self.busybox, modules, job, machine, disks,
+                              GuestConsole(name, self.vm.err, opts.console))
+        return Prepared(guest, kernel, fs, orders, sizes or list(run.block_sizes),
                         [g for _, g in disks], spec.name)
 
     def session(self, named: list[tuple[str, GuestSpec]]

@@ -57,7 +57,7 @@ from pytest_folio.vm.guests import (
     GuestSession,
     guest_names,
     ramfs_args,
-    server_argv,
+    serving_guest,
 )
 from pytest_folio.vm.initramfs import (
     GUEST_RAMFS,
@@ -68,9 +68,6 @@ from pytest_folio.vm.initramfs import (
     find_busybox,
 )
 from pytest_folio.vm.kernel import (
-    FS_MODULES,
-    REQUIRED_MODULES,
-    WORKER_MODULES,
     Kernel,
     KernelCache,
     fetch_distro_kernel,
@@ -78,7 +75,7 @@ from pytest_folio.vm.kernel import (
     user_kernel,
 )
 from pytest_folio.vm.kernelbuild import build_kernel, debian_source_tree
-from pytest_folio.vm.lab import Lab
+from pytest_folio.vm.lab import Lab, guest_modules
 from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
@@ -186,14 +183,7 @@ class VMRun:
         orders = mtd_orders(run, kernel.release, self.progress)
         sizes = (fs_block_sizes(self.opts.fs, run, kernel.release, self.progress)
                  if self.opts.fs != "ramfs" else [])
-        wanted = {**REQUIRED_MODULES}
-        if self.opts.fs in FS_MODULES:
-            wanted[self.opts.fs] = FS_MODULES[self.opts.fs]
-        if self.opts.guests:
-            wanted.update(WORKER_MODULES)
-        modules = []
-        if kernel.modules is not None:
-            modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
+        modules = guest_modules(kernel, self.opts.fs, bool(self.opts.guests))
         env = guest_env(self.environ, self.out.isatty())
         built = None
         ramfs_type = "ramfs"
@@ -295,21 +285,14 @@ class VMRun:
                     head: list[str]) -> int:
         """``--guests N``: each guest gets disks, a results share, an initramfs running
         the worker server and a worker channel of its own; the controller runs here."""
-        accel = self.accelerators()[0]
+        machine = dataclasses.replace(machine, accel=self.accelerators()[0])
         guests = []
         for name in guest_names(self.opts.guests):
             where = machine.out.parent / name
             (where / "out").mkdir(parents=True)
-            disks = make_disks(where)
-            initrd = where / "initramfs.cpio"
-            initrd.write_bytes(build_initramfs(busybox, modules, dataclasses.replace(
-                job, argv=server_argv(sys.executable, name), heartbeat=True,
-                pycache_shared=True)))
-            guests.append(Guest(name, dataclasses.replace(
-                machine, initrd=initrd, out=where / "out", accel=accel,
-                disks=tuple(d for d, _ in disks),
-                worker_socket=machine.out.parent / f"{name}.sock"),
-                GuestConsole(name, self.err, self.opts.console)))
+            guests.append(serving_guest(name, machine.out.parent, busybox, modules, job,
+                                        machine, make_disks(where),
+                                        GuestConsole(name, self.err, self.opts.console)))
         session = GuestSession(self, qemu, guests, failures)
 
         def after(up: list[Guest]) -> ControllerPlan:
