@@ -4,7 +4,8 @@ group to any guest. Every worker collects the same items (xdist's rule, checked 
 its own schedulers check it); within a group the guests share the items as ``--dist
 load`` shares them, a few at a time, so a slow guest is not handed a long queue. A guest
 that goes down gives the items it had not started back to its group; the items of a
-group with no guest left are not run (the guest plugin names them at the end).
+group with no guest left to take them (a guest that was told there is nothing more takes
+none) are not run, and the guest plugin names them at the end.
 """
 
 from __future__ import annotations
@@ -41,15 +42,19 @@ class MatrixScheduling:
     def collection_is_completed(self) -> bool:
         return len(self.node2collection) >= self.numnodes
 
+    def waiting(self) -> bool:
+        """Whether items are queued that a guest still taking items may run."""
+        return any(self.runnable(n) for n in self.nodes if not n.shutting_down)
+
     @property
     def tests_finished(self) -> bool:
-        if not self.collection_is_completed or any(self.runnable(n) for n in self.nodes):
+        if not self.collection_is_completed or self.waiting():
             return False
         return all(len(pending) < AHEAD for pending in self.node2pending.values())
 
     @property
     def has_pending(self) -> bool:
-        return any(self.queues.values()) or any(self.node2pending.values())
+        return self.waiting() or any(self.node2pending.values())
 
     def not_run(self) -> dict[str, list[str]]:
         """Group label -> the items left in its queue (no guest of it was left)."""
@@ -95,8 +100,10 @@ class MatrixScheduling:
         raise NotImplementedError
 
     def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
-        """Fill ``node`` up to :data:`AHEAD` items; shut it down once nothing is left
-        that it may run."""
+        """Fill ``node`` up to :data:`AHEAD` items; once nothing is left that it may
+        run, tell it so: an xdist worker runs an item only when it knows the next one
+        or that there is none (its teardown depends on it), so a guest holding its
+        group's last item would otherwise wait for the whole session."""
         if node.shutting_down:
             return
         pending = self.node2pending[node]
@@ -107,7 +114,7 @@ class MatrixScheduling:
         if sent:
             pending.extend(sent)
             node.send_runtest_some(sent)
-        elif not pending:
+        if not self.runnable(node):
             node.shutdown()
 
     def remove_node(self, node: WorkerController) -> str | None:

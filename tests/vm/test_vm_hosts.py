@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,6 +26,7 @@ from pytest_folio.vm.gateway import ssh_command
 from pytest_folio.vm.matrix import HostSpec, parse_guest_spec, parse_host_spec
 from tests.helpers.vm import alive
 from tests.timing.test_timing_ssh import HOST, KEYGEN, SSH, SSHD, sshd  # noqa: F401
+from tests.vm.test_vm_guests import in_directory
 from tests.vm.test_vm_matrix import fake  # noqa: F401  (the fixture)
 
 needs_sshd = pytest.mark.skipif(
@@ -127,3 +130,54 @@ def test_the_agent_request_carries_the_guests_options(tmp_path: Path) -> None:
     assert request["guests"] == [["guest2", "fs=ext4"]]
     assert request["options"]["kernel"] == str(tmp_path / "bz")
     assert request["pytest_args"] == ["-x"]
+
+
+SLOW_TESTS = """
+import os, time
+
+def test_slow(filesystem):
+    guest = os.environ["PYTEST_FOLIO_GUEST"]
+    open(os.path.join(os.environ["FAKE_DIR"], "started-" + guest), "w").close()
+    time.sleep(120)
+"""
+
+
+@needs_sshd
+def test_sigterm_stops_the_guests_here_and_on_the_host(
+        sshd: tuple[Path, Path], fake: Path) -> None:  # noqa: F811
+    """SIGTERM mid-session: exit 143, and no guest, worker, agent or controller is
+    left on either side (each had this test's directory as its working directory)."""
+    config, _ = sshd
+    (fake / "test_slow.py").write_text(SLOW_TESTS)
+    python = fake / "remote-python"
+    python.write_text(f"#!/bin/sh\nexport PATH={fake / 'bin'}:$PATH FAKE_DIR={fake} "
+                      f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    script = f"""
+import sys
+from pytest_folio.cli import main
+from pytest_folio.vm import runner
+runner.find_busybox = lambda: runner.Path({str(fake / "busybox")!r})
+runner.kvm_usable = lambda: False
+runner.warm_bytecode = lambda argv, prefix, environ: 0.0
+sys.exit(main(["vm", "--kernel", "bzImage", "--cache-dir", "cache", "--accel", "tcg",
+               "--guest", "block-sizes=4k", "--guest", "kernel=bzImage2,host={HOST}",
+               "--host", "ssh={HOST}//python={python}//ssh_config={config}//cache=rcache",
+               "--", "test_slow.py"]))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=fake, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not all((fake / f"started-{g}").exists() for g in ("guest1", "guest2")):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate())
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 143, out + err
+    assert err.strip().splitlines()[-1] == "python -m pytest_folio vm: terminated (qemu killed)"
+    time.sleep(0.5)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in in_directory(fake)}
+    assert left == {}, "left behind"
+    assert not any(alive(int(pid)) for pid in (fake / "qemu.pid").read_text().split())

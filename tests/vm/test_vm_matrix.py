@@ -20,7 +20,7 @@ from pytest_folio.measurement import Measurement
 from pytest_folio.vm.guestplugin import MatrixController, pytest_folio_measurement
 from pytest_folio.vm.lab import controller_targets
 from pytest_folio.vm.matrix import Group, GuestParam, GuestSpec, Matrix, parse_guest_spec
-from pytest_folio.vm.scheduler import collection_diff
+from pytest_folio.vm.scheduler import MatrixScheduling, collection_diff
 from tests.helpers.vm import alive, bzimage, fake_machine
 
 
@@ -266,3 +266,50 @@ def test_a_matrix_items_measurements_name_its_guest(label: str,
     model = Measurement("m", "n", "ms", [1.0], {"bs": "4K"}, target="reference")
     pytest_folio_measurement(SimpleNamespace(), model)  # type: ignore[arg-type]
     assert model.params == {"bs": "4K"} and model.target == "reference"
+
+
+class FakeNode:
+    """xdist's WorkerController as the scheduler uses it."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent += indices
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_the_scheduler_keeps_each_item_on_its_group_and_ends_each_guest() -> None:
+    matrix = Matrix.of({"guest1": group("xfs@6.1", (4096,)),
+                        "guest2": group("xfs@7.2", (4096,)),
+                        "guest3": group("xfs@7.2", (4096,))})
+    config = SimpleNamespace(getoption=lambda name: ["a", "b", "c"], hook=None)
+    sched = MatrixScheduling(config, matrix, lambda *a: None)  # type: ignore[arg-type]
+    ids = ["t.py::a[4K-xfs@6.1]", "t.py::m", "t.py::a[4K-xfs@7.2]", "t.py::b[4K-xfs@7.2]",
+           "t.py::c[4K-xfs@7.2]", "t.py::d[4K-xfs@7.2]"]
+    one, two, three = FakeNode("guest1"), FakeNode("guest2"), FakeNode("guest3")
+    for node in (one, two, three):
+        sched.add_node(node)
+        sched.add_node_collection(node, ids)
+    assert sched.collection_is_completed
+    sched.schedule()
+    # guest1: its group's item and the model item, then told there is nothing more (so
+    # it runs its last one at once); guest2 and guest3 share their group's four, and
+    # guest3, which took the last of them, is told too
+    assert one.sent == [0, 1] and one.shutting_down
+    assert two.sent == [2, 3] and three.sent == [4, 5]
+    assert not two.shutting_down and three.shutting_down
+    assert not sched.tests_finished
+    # guest2 goes down running item 2: item 3 goes back to its group, where no guest
+    # is left to take it
+    assert sched.remove_node(two) == ids[2]
+    assert sched.not_run() == {"xfs@7.2": [ids[3]]}
+    for index in (0, 1):
+        sched.mark_test_complete(one, index)
+    for index in (4, 5):
+        sched.mark_test_complete(three, index)
+    assert sched.tests_finished and sched.not_run() == {"xfs@7.2": [ids[3]]}
