@@ -27,6 +27,7 @@ from pytest_folio.params import item_params
 from pytest_folio.sizes import format_size
 from pytest_folio.vm.gateway import GUEST_ENV
 from pytest_folio.vm.matrix import (
+    KERNEL_FIXTURES,
     MATRIX_ENV,
     TARGET_FIXTURES,
     Group,
@@ -104,7 +105,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Last, so the group's label ends the item's id (``[4K-xfs@6.1.0-57-amd64]``),
     which is where the scheduler reads it."""
     matrix = metafunc.config.stash.get(MATRIX_KEY, None)
-    if matrix is None or not any(f in metafunc.fixturenames for f in TARGET_FIXTURES):
+    if matrix is None or not any(f in metafunc.fixturenames for f in KERNEL_FIXTURES):
         return
     metafunc.fixturenames.append(GUEST_ARG)
     metafunc.parametrize(GUEST_ARG, [GuestParam(g.label, g.kernel, g.fs)
@@ -120,10 +121,13 @@ def item_guest(item: pytest.Item) -> GuestParam | None:
 
 
 def made_for(group: Group, item: pytest.Item) -> bool:
-    """Whether ``group``'s guests have the device or file system ``item`` runs at."""
+    """Whether ``group``'s guests have the devices ``item``'s targets run at (a test
+    that mounts or loads its own, ``kernel_ramfs``, asks the kernel itself)."""
     params = item_params(item)
-    return ((params.folio_order is None or params.folio_order in group.orders)
-            and (params.block_size is None or params.block_size in group.block_sizes))
+    wanted = {"orders": params.folio_order, "block_sizes": params.block_size}
+    names = getattr(item, "fixturenames", ())
+    return all(wanted[sizes] is None or wanted[sizes] in getattr(group, sizes)
+               for fixture, sizes in TARGET_FIXTURES.items() if fixture in names)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

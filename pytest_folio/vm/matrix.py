@@ -8,12 +8,13 @@ A SPEC is ``key=value`` pairs joined by commas, lists joined by ``+``::
 Guests of one kernel, file system, orders and block sizes form a *group*, named by its
 label (``xfs@6.12.95+deb12-amd64``, or the SPEC's ``name``). The runner boots them,
 then hands the controller a :class:`Matrix` (JSON in :data:`MATRIX_ENV`); the controller
-hands it to every worker. Every process parametrizes the items that use a kernel target
-(``mtd_device``, ``filesystem``) over the groups, so every worker collects the same items;
-each item's id ends with its group's label, items at a size their group was not made
-at are deselected, and the scheduler (:mod:`pytest_folio.vm.scheduler`) sends each item
-only to a guest of its group. A worker runs against its own guest's devices: its
-``--folio-mtd``/``--folio-fs`` are replaced by its group's before the plugin reads them.
+hands it to every worker. Every process parametrizes the items whose answers come from a
+guest's kernel (:data:`KERNEL_FIXTURES`) over the groups, so every worker collects the
+same items; each item's id ends with its group's label, items at a size their group's
+devices were not made at are deselected, and the scheduler
+(:mod:`pytest_folio.vm.scheduler`) sends each item only to a guest of its group. A worker
+runs against its own guest's devices: its ``--folio-mtd``/``--folio-fs`` are replaced by
+its group's before the plugin reads them.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ MATRIX_ENV = "PYTEST_FOLIO_MATRIX"      # the controller's matrix, as JSON
 FILE_SYSTEMS = ("ramfs", "xfs", "ext4")
 KEYS = ("kernel", "modules", "fs", "block-sizes", "orders", "name", "host")
 LABEL = re.compile(r"[A-Za-z0-9_.+@]([A-Za-z0-9_.+@-]*[A-Za-z0-9_.+@])?")
-TARGET_FIXTURES = ("mtd_device", "filesystem")   # the items a guest's kernel answers
+# the fixtures whose answers come from a guest's kernel: its devices (the targets, made
+# at the group's orders and block sizes) and what a test mounts or loads there itself
+TARGET_FIXTURES = {"mtd_device": "orders", "filesystem": "block_sizes"}
+KERNEL_FIXTURES = (*TARGET_FIXTURES, "kernel_ramfs", "kernel_mtd")
 
 
 HOST_KEYS = ("ssh", "python", "ssh_config", "cache")

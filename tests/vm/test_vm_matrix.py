@@ -147,6 +147,7 @@ say(f"@@folio-vm exit {server.returncode}")
 
 MATRIX_TESTS = """
 import os, time
+import pytest
 
 def test_fs(filesystem, folio_timer):
     where = os.path.basename(os.path.dirname(filesystem.root))
@@ -155,6 +156,13 @@ def test_fs(filesystem, folio_timer):
         os.listdir(filesystem.root)
 
 def test_model():
+    pass
+
+@pytest.fixture
+def kernel_ramfs():
+    return "a kernel ramfs of this guest's own"
+
+def test_kernel(kernel_ramfs, block_size):
     pass
 
 def test_down(filesystem):
@@ -199,7 +207,15 @@ def test_a_two_kernel_matrix_runs_each_item_on_its_own_guest(
                    "test_fs[4K-ramfs@7.2.0-other]": "guest2",
                    "test_fs[16K-ramfs@7.2.0-other]": "guest2"}, out
     assert re.search(r"^\[guest\d\] .*PASSED test_matrix.py::test_model ", out, re.M)
-    assert " 4 passed" in out.splitlines()[-1], out
+    # a test that mounts its own kernel ramfs runs on every kernel at every size (the
+    # guest's kernel answers it, not the devices made for the group)
+    kernel = {item: guest for guest, item in re.findall(
+        r"^\[(guest\d)\] .*PASSED test_matrix.py::(test_kernel\[[^\]]+\])", out, re.M)}
+    assert kernel == {"test_kernel[4K-ramfs@6.1.0-test]": "guest1",
+                      "test_kernel[16K-ramfs@6.1.0-test]": "guest1",
+                      "test_kernel[4K-ramfs@7.2.0-other]": "guest2",
+                      "test_kernel[16K-ramfs@7.2.0-other]": "guest2"}, out
+    assert " 8 passed" in out.splitlines()[-1], out
     saved = json.loads((fake / "a.json").read_text())
     params = sorted((m["params"]["kernel"], m["params"]["fs"], m["params"]["bs"])
                     for m in saved["measurements"])
