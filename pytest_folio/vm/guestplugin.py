@@ -156,16 +156,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_folio_measurement(item: pytest.Item, measurement: Measurement) -> None:
     """Before the timing collector records it: a matrix item's rows name its kernel and
-    file system (and its group, when named otherwise), so one table, and ``compare`` of
-    two saved runs, shows a row per guest of the matrix; its target is the matrix's
-    (each guest's own device paths would split the table into a column per guest)."""
+    file system, so one table, and ``compare`` of two saved runs, shows a row per kind
+    of guest. Its target, which tables put in columns, is the matrix's (each guest's own
+    device paths would give each guest a column); a group the SPEC named is a target of
+    its own: two named groups of one kernel and file system (a stock and a patched
+    build of one release) are a base and a patched column of one run."""
     guest = item_guest(item)
     if guest is None:
         return
     measurement.params.update(kernel=guest.kernel, fs=guest.fs)
-    if guest.label != default_label(guest.kernel, guest.fs):
-        measurement.params["guest"] = guest.label
-    measurement.target = MATRIX_TARGET
+    named = guest.label != default_label(guest.kernel, guest.fs)
+    measurement.target = guest.label if named else MATRIX_TARGET
 
 
 class MatrixController:

@@ -267,18 +267,18 @@ def test_items_left_without_a_guest_fail_a_run_that_would_pass() -> None:
     assert session.exitstatus == pytest.ExitCode.OK
 
 
-@pytest.mark.parametrize(("label", "params"), [
-    ("xfs@7.2.13", {"bs": "16K", "kernel": "7.2.13", "fs": "xfs"}),
-    ("patched", {"bs": "16K", "kernel": "7.2.13", "fs": "xfs", "guest": "patched"}),
+@pytest.mark.parametrize(("label", "target"), [
+    ("xfs@7.2.13", "vm --guest"),
+    ("patched", "patched"),
 ])
-def test_a_matrix_items_measurements_name_its_guest(label: str,
-                                                    params: dict[str, str]) -> None:
+def test_a_matrix_items_measurements_name_its_guest(label: str, target: str) -> None:
     item = SimpleNamespace(callspec=SimpleNamespace(
         params={"filesystem": 16384, "folio_guest": GuestParam(label, "7.2.13", "xfs")}))
     measurement = Measurement("fsx", "fsx operations", "ops/s", [1.0], {"bs": "16K"},
                               target="16K=/run/folio/xfs-16K")
     pytest_folio_measurement(item, measurement)  # type: ignore[arg-type]
-    assert measurement.params == params and measurement.target == "vm --guest"
+    assert measurement.params == {"bs": "16K", "kernel": "7.2.13", "fs": "xfs"}
+    assert measurement.target == target
     model = Measurement("m", "n", "ms", [1.0], {"bs": "4K"}, target="reference")
     pytest_folio_measurement(SimpleNamespace(), model)  # type: ignore[arg-type]
     assert model.params == {"bs": "4K"} and model.target == "reference"
@@ -329,3 +329,29 @@ def test_the_scheduler_keeps_each_item_on_its_group_and_ends_each_guest() -> Non
     for index in (4, 5):
         sched.mark_test_complete(three, index)
     assert sched.tests_finished and sched.not_run() == {"xfs@7.2": [ids[3]]}
+
+
+def test_two_named_guests_of_one_kernel_are_base_and_patched_of_one_run(
+        fake: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The interleaved base/patched boot as two guests: one kernel (here, one image;
+    in use, a stock and a patched build of one release), two names; one saved run
+    compares its two sides."""
+    status = main(["vm", "--kernel", str(fake / "bzImage"), "--cache-dir",
+                   str(fake / "cache"), "--timeout", "120", "--guest", "name=base",
+                   "--guest", "name=patched", "--", "test_matrix.py", "-p", "no:randomly",
+                   "-v", "-k", "test_fs", "--folio-block-sizes=4k", "--folio-save", "one.json"])
+    out, err = capfd.readouterr()
+    assert status == 0, out + err
+    ran = {item: guest for guest, item in re.findall(
+        r"^\[(guest\d)\] .*PASSED test_matrix.py::(test_fs\[[^\]]+\])", out, re.M)}
+    assert ran == {"test_fs[4K-base]": "guest1", "test_fs[4K-patched]": "guest2"}, out
+    # saved in collection order, where the groups are in the order of the --guest
+    # options: the first guest's is the base column, whichever guest finished first
+    saved = json.loads((fake / "one.json").read_text())
+    assert [m["target"] for m in saved["measurements"]] == ["base", "patched"]
+    assert main(["compare", str(fake / "one.json")]) == 0
+    table = capfd.readouterr().out
+    header = next(ln for ln in table.splitlines() if "Base" in ln)
+    assert "Patched" in header, table
+    [row] = [ln for ln in table.splitlines() if "kernel=6.1.0-test" in ln]
+    assert re.search(r"\| +4K,fs=ramfs,kernel=6.1.0-test +\| +[\d.]+ .*\| +[\d.]+ ", row), table
