@@ -83,7 +83,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Before pytest's own tmpdir plugin reads the option: in a guest, the worker's base
-    directory is pytest's default under the guest's TMPDIR."""
+    directory is pytest's default under the guest's TMPDIR. On the controller: refuse
+    the options that would leave the guests out, and listen for the run's end."""
     if hasattr(config, "workerinput"):
         if os.environ.get(GUEST_ENV):
             config.option.basetemp = None
@@ -102,8 +103,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Last, so the group's label ends the item's id (``[4K-xfs@6.1.0-57-amd64]``),
-    which is where the scheduler reads it."""
+    """A matrix item's group, as one more parameter of it (the test does not ask for
+    it, so it joins the names pytest checks a parameter against); last, so the group's
+    label ends the item's id (``[4K-xfs@6.1.0-57-amd64]``), where the scheduler reads
+    it."""
     matrix = metafunc.config.stash.get(MATRIX_KEY, None)
     if matrix is None or not any(f in metafunc.fixturenames for f in KERNEL_FIXTURES):
         return
