@@ -34,6 +34,7 @@ import shlex
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_folio.vmabi import MARK
@@ -107,8 +108,10 @@ def serve(port: Path | None, listen: Path | None, name: str) -> None:
     _become_worker(os.dup(conn.fileno()), header)
 
 
-def connect(path: Path, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
-    """Connect to the guest's socket, waiting while it is not there yet."""
+def connect(path: Path, timeout: float = CONNECT_TIMEOUT,
+            wanted: Callable[[], bool] = lambda: True) -> socket.socket | None:
+    """Connect to the guest's socket, waiting while it is not there yet; None when
+    ``wanted`` says nobody waits for it any more."""
     deadline = time.monotonic() + timeout
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,17 +122,24 @@ def connect(path: Path, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
             sock.close()
             if time.monotonic() >= deadline:
                 raise
+            if not wanted():
+                return None
             time.sleep(POLL)
 
 
 def relay(path: Path, argv: list[str]) -> int:
     """xdist's worker ``python``: forward ``argv`` and then stdin and stdout to the
     guest; ends when the guest's end closes (the worker exited, or the guest died)."""
+    parent = os.getppid()
     try:
-        sock = connect(path)
+        # the controller (xdist) started us; when it is gone (Ctrl-C, SIGTERM while the
+        # guests were still coming up), nobody waits for this worker
+        sock = connect(path, wanted=lambda: os.getppid() == parent)
     except OSError as exc:
         print(f"pytest-folio relay: cannot reach the guest at {path}: {exc.strerror}",
               file=sys.stderr)
+        return 1
+    if sock is None:
         return 1
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
     sock.sendall(json.dumps({"argv": argv}).encode() + b"\n")

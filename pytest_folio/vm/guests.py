@@ -21,11 +21,12 @@ import collections
 import contextlib
 import dataclasses
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -92,6 +93,23 @@ def controller_argv(head: list[str], sockets: dict[str, Path], pytest_args: list
     return [*head, "-p", "xdist", "-p", PLUGIN, "--dist=load", "--max-worker-restart=0",
             *(f"--tx={tx_spec(python, name, sock)}" for name, sock in sockets.items()),
             *(f"--tx={spec}" for spec in (remote or {}).values()), *pytest_args]
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back until the block is done, then deliver them to the
+    handlers they had: a process started in the block is known to whoever stops it
+    (an interrupt inside ``Popen`` would leave a controller nobody terminates)."""
+    held: list[int] = []
+    kept = {signum: signal.signal(signum, lambda n, frame: held.append(n))
+            for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for kind, handler in kept.items():  # None: one not set from Python
+            signal.signal(kind, signal.SIG_DFL if handler is None else handler)
+        for number in held[:1]:
+            signal.raise_signal(number)
 
 
 @dataclasses.dataclass
@@ -304,19 +322,22 @@ class GuestSession:
         """Run the host's pytest; Ctrl-C and SIGTERM reach here as KeyboardInterrupt
         (the runner turns SIGTERM into one) and take the controller down too."""
         env = {**self.run.environ, **env, GUEST_TARGETS_ENV: "1"}
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        proc = None
         try:
+            with deferred_interrupts():     # none lands between the fork and ``proc``
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
             return proc.wait()
         except KeyboardInterrupt:
             for guest in self.guests:
                 guest.stop.set()
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(EXIT_WAIT)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(EXIT_WAIT)
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             raise
 
     def execute(self, head: list[str], pytest_args: list[str],
