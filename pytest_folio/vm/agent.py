@@ -40,11 +40,11 @@ FORWARDED = ("kernel", "suite", "modules", "mtd_size", "erasesize", "fs", "mem_m
              "cpus", "timeout", "accel", "console", "kernel_args")
 
 
-def agent_request(opts: Any, named: list[tuple[str, GuestSpec]]) -> str:
-    """The REQUEST for a host booting ``named`` (``opts``: the run's VMOptions)."""
+def agent_request(opts: Any, host: str, named: list[tuple[str, GuestSpec]]) -> str:
+    """The REQUEST for ``host`` booting ``named`` (``opts``: the run's VMOptions)."""
     options = {key: getattr(opts, key) for key in FORWARDED}
     options = {k: str(v) if isinstance(v, Path) else v for k, v in options.items()}
-    return json.dumps({"cwd": os.getcwd(), "options": options,
+    return json.dumps({"cwd": os.getcwd(), "host": host, "options": options,
                        "pytest_args": opts.pytest_args,
                        "guests": [[name, spec.text] for name, spec in named]})
 
@@ -118,6 +118,7 @@ def main(argv: list[str]) -> int:
     try:
         request = json.loads(args.request)
         options = {key: request["options"][key] for key in FORWARDED}
+        host = str(request["host"])
         named = [(str(name), parse_guest_spec(text)) for name, text in request["guests"]]
         os.chdir(request["cwd"])
     except (ValueError, KeyError, TypeError, OSError) as exc:
@@ -136,6 +137,7 @@ def main(argv: list[str]) -> int:
                          pytest_args=list(request["pytest_args"]),
                          guest_specs=tuple(s for _, s in named))
         vm = VMRun(opts, out=sys.stderr)
+        vm.where = host
         with vm.lab() as lab:
             lab.hold(named, sys.stdout, sys.stdin)
     except (VMError, CommandError) as exc:

@@ -161,7 +161,7 @@ class Lab:
         agent for its own, run one session over every guest that came up."""
         named = [(f"guest{i}", spec) for i, spec in enumerate(specs, start=1)]
         remotes = [RemoteHost(host, agent_request(
-            self.vm.opts, [(n, s) for n, s in named if s.host == host.ssh]))
+            self.vm.opts, host.ssh, [(n, s) for n, s in named if s.host == host.ssh]))
                    for host in hosts]
         try:
             session, prepared = self.session([(n, s) for n, s in named if s.host is None])

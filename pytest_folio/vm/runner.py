@@ -126,9 +126,11 @@ class VMRun:
         self.source: KernelSource | None = None  # --build-kernel's tree, for module builds
         self.ktap_log: Path | None = None        # --ktap: where the guest's log is kept
         self.patches = opts.patches  # what is left for modules once a kernel took its own
+        self.where = ""              # a --host's agent: that machine, named in each line
 
     def progress(self, message: str) -> None:
-        progress.step(f"folio-vm: {message}", self.err)
+        where = f"{self.where}: " if self.where else ""
+        progress.step(f"folio-vm: {where}{message}", self.err)
 
     def kernel(self) -> Kernel:
         if self.opts.build_kernel is not None or self.opts.build_suite is not None:

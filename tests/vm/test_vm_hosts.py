@@ -90,8 +90,8 @@ def test_one_session_over_a_guest_here_and_one_through_ssh(
                    "not down and not kernel"])
     out, err = capfd.readouterr()
     assert status == 0, out + err
-    # the remote guest was prepared with the other machine's cache
-    assert "folio-vm: guest2: kernel 7.2.0-other, ramfs" in err
+    # the remote guest was prepared with the other machine's cache, its lines naming it
+    assert f"folio-vm: {HOST}: guest2: kernel 7.2.0-other, ramfs" in err
     assert (fake / "remote-cache" / "pycache").is_dir()
     assert "folio-vm: 2 guest(s) listening after" in err
     ran = {item: guest for guest, item in re.findall(
@@ -118,7 +118,7 @@ def test_an_agent_that_cannot_boot_leaves_the_session_to_the_others(
                    "--", "test_matrix.py", "-p", "no:randomly"])
     out, err = capfd.readouterr()
     assert status == 0, out + err
-    assert f"folio-vm agent: error: --kernel {fake / 'missing'}: no such file" in err
+    assert f"folio-vm agent: error: --kernel {fake / 'missing'}: no such file" in err, err
     assert f"host {HOST}: its agent ended (status 125) before its guests were up" in err
     assert "folio-vm: 1 guest(s) listening after" in err
 
@@ -127,7 +127,8 @@ def test_the_agent_request_carries_the_guests_options(tmp_path: Path) -> None:
     opts = SimpleNamespace(kernel=tmp_path / "bz", suite=None, modules=None, mtd_size=1,
                            erasesize=2, fs="xfs", mem_mib=3, cpus=4, timeout=5.0,
                            accel="tcg", console=False, kernel_args="", pytest_args=["-x"])
-    request = json.loads(agent_request(opts, [("guest2", parse_guest_spec("fs=ext4"))]))
+    request = json.loads(agent_request(opts, "lab1", [("guest2", parse_guest_spec("fs=ext4"))]))
+    assert request["host"] == "lab1"
     assert request["guests"] == [["guest2", "fs=ext4"]]
     assert request["options"]["kernel"] == str(tmp_path / "bz")
     assert request["pytest_args"] == ["-x"]
