@@ -79,15 +79,14 @@ class Prepared:
     name: str | None
 
     def group(self) -> Group:
+        """Its group: at least one size each (fs_block_sizes refuses a kernel that takes
+        none; a guest's init fails, so never listens, when it keeps no ramfs)."""
         mtd = {d.logical_block_size: d.mtd for d in self.disks if d.mtd}
         if self.fs == "ramfs":
             fs = ramfs_kept(self.guest.console.marks)
         else:
             fs = dict(zip(self.block_sizes, (d.mountpoint for d in self.disks if d.fstype),
                           strict=True))
-        if not fs:
-            raise VMError(f"{self.guest.name} has no {self.fs} at any block size its "
-                          "kernel takes")
         return Group(label=self.name or default_label(self.kernel.release, self.fs),
                      kernel=self.kernel.release, fs=self.fs, orders=tuple(self.orders),
                      block_sizes=tuple(sorted(fs)), mtd=size_map(mtd), fs_map=size_map(fs))
@@ -126,15 +125,15 @@ class Lab:
         say = self.vm.progress
         orders = mtd_orders(run, kernel.release, lambda m: say(f"{name}: {m}"))
         sizes = (fs_block_sizes(fs, run, kernel.release, lambda m: say(f"{name}: {m}"))
-                 if fs != "ramfs" else [])
+                 if fs != "ramfs" else list(run.block_sizes))  # a ramfs: the kernel decides
         modules = guest_modules(kernel, fs, worker=True)
         where = self.work / name
         (where / "out").mkdir(parents=True)
         disks = (mtd_disks(where, orders, opts.mtd_size, opts.erasesize)
-                 + fs_disks(where, fs, sizes))
+                 + fs_disks(where, fs, sizes if fs != "ramfs" else []))
         job = GuestJob(modules=[m for m, _ in modules], module_params={}, cwd=os.getcwd(),
                        argv=[], env=guest_env(self.vm.environ, False),
-                       ramfs_sizes=tuple(run.block_sizes) if fs == "ramfs" else ())
+                       ramfs_sizes=tuple(sizes) if fs == "ramfs" else ())
         machine = Machine(image=bootable_image(kernel.image, self.vm.cache.root / "vmlinux",
                                                say),
                           initrd=where / "initramfs.cpio",
@@ -143,11 +142,10 @@ class Lab:
                           accel=accel, pycache=self.vm.cache.root / "pycache")
         say(f"{name}: kernel {kernel.release}, {fs}, folio orders "
             f"{','.join(map(str, orders))}, block sizes "
-            f"{','.join(format_size(b) for b in (sizes or run.block_sizes))}")
+            f"{','.join(format_size(b) for b in sizes)}")
         guest = serving_guest(name, self.work, self.busybox, modules, job, machine, disks,
                               GuestConsole(name, self.vm.err, opts.console))
-        return Prepared(guest, kernel, fs, orders, sizes or list(run.block_sizes),
-                        [g for _, g in disks], spec.name)
+        return Prepared(guest, kernel, fs, orders, sizes, [g for _, g in disks], spec.name)
 
     def session(self, named: list[tuple[str, GuestSpec]]
                 ) -> tuple[GuestSession, dict[str, Prepared]]:

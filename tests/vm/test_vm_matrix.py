@@ -355,3 +355,18 @@ def test_two_named_guests_of_one_kernel_are_base_and_patched_of_one_run(
     assert "Patched" in header, table
     [row] = [ln for ln in table.splitlines() if "kernel=6.1.0-test" in ln]
     assert re.search(r"\| +4K,fs=ramfs,kernel=6.1.0-test +\| +[\d.]+ .*\| +[\d.]+ ", row), table
+
+
+def test_a_guest_whose_kernel_takes_none_of_its_sizes_is_one_line_before_booting(
+        fake: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    status = main(["vm", "--kernel", str(fake / "bzImage"), "--cache-dir",
+                   str(fake / "cache"), "--guest", "fs=xfs,block-sizes=64k", "--",
+                   "test_matrix.py"])
+    err = capfd.readouterr().err
+    assert status == 125, err
+    assert err.splitlines()[-2:] == [
+        "folio-vm: guest1: xfs at 64K blocks: skipped (xfs blocks above PAGE_SIZE need "
+        "Linux 6.12 or later, not 6.1.0-test)",
+        "python -m pytest_folio vm: error: no --folio-block-sizes size xfs can have on "
+        "kernel 6.1.0-test"], err
+    assert not (fake / "qemu.pid").exists()
