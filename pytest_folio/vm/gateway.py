@@ -14,6 +14,13 @@ guest (``serve --listen SOCKET``: the tests run it as a local subprocess).
 A unix socket in a directory only this user may enter needs no secret: nobody else can
 reach the worker, which runs as root in the guest and may write the bytecode cache the
 host reuses.
+
+A guest on another machine (``vm --host``) is reached the same way, one hop further:
+xdist's ``python`` is :func:`ssh_relay` (``... gateway ssh-relay HOST SOCKET``), which
+replaces itself by ``ssh HOST PYTHON -m pytest_folio.vm.gateway relay SOCKET ARGS`` with
+the remote command quoted for the remote shell (ssh joins its arguments into one
+command line, which would break execnet's bootstrap), so the relay runs on that machine
+beside the guest's socket.
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ import contextlib
 import json
 import os
 import selectors
+import shlex
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_folio.vmabi import MARK
@@ -99,14 +108,14 @@ def serve(port: Path | None, listen: Path | None, name: str) -> None:
     _become_worker(os.dup(conn.fileno()), header)
 
 
-def connect(path: Path, timeout: float = CONNECT_TIMEOUT) -> socket.socket | None:
-    """Connect to the guest's socket, waiting while it is not there yet; None once the
-    session is over while it waits (the controller that started this relay is gone, or
-    removed the run's directory on its way out: Ctrl-C or SIGTERM during start-up)."""
+def connect(path: Path, timeout: float = CONNECT_TIMEOUT,
+            wanted: Callable[[], bool] = lambda: True) -> socket.socket | None:
+    """Connect to the guest's socket, waiting while it is not there yet; None when
+    ``wanted`` says nobody waits for it any more, or the run's directory is gone (the
+    controller removed it on its way out: Ctrl-C or SIGTERM during start-up)."""
     deadline = time.monotonic() + timeout
-    parent = os.getppid()
     while True:
-        if os.getppid() != parent or not path.parent.is_dir():
+        if not path.parent.is_dir():
             return None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -116,14 +125,19 @@ def connect(path: Path, timeout: float = CONNECT_TIMEOUT) -> socket.socket | Non
             sock.close()
             if time.monotonic() >= deadline:
                 raise
+            if not wanted():
+                return None
             time.sleep(POLL)
 
 
 def relay(path: Path, argv: list[str]) -> int:
     """xdist's worker ``python``: forward ``argv`` and then stdin and stdout to the
     guest; ends when the guest's end closes (the worker exited, or the guest died)."""
+    parent = os.getppid()
     try:
-        sock = connect(path)
+        # the controller (xdist) started us; when it is gone (Ctrl-C, SIGTERM while the
+        # guests were still coming up), nobody waits for this worker
+        sock = connect(path, wanted=lambda: os.getppid() == parent)
     except OSError as exc:
         print(f"pytest-folio relay: cannot reach the guest at {path}: {exc.strerror}",
               file=sys.stderr)
@@ -152,6 +166,22 @@ def relay(path: Path, argv: list[str]) -> int:
                     os.write(stdout, data)
 
 
+def ssh_command(host: str, ssh_config: str | None, remote: list[str]) -> list[str]:
+    """``ssh`` running ``remote`` on ``host``, quoted for its shell; no tty, no prompt."""
+    return ["ssh", "-T", "-o", "BatchMode=yes", *(["-F", ssh_config] if ssh_config else []),
+            host, shlex.join(remote)]
+
+
+def ssh_relay(host: str, ssh_config: str | None, python: str, path: Path,
+              argv: list[str]) -> None:
+    """xdist's worker ``python`` for a guest on ``host``: become ssh running the relay
+    there (stdin and stdout, execnet's stream, pass through ssh)."""
+    command = ssh_command(host, ssh_config, [*shlex.split(python), "-m",
+                                             "pytest_folio.vm.gateway", "relay", str(path),
+                                             *argv])
+    os.execvp(command[0], command)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_folio.vm.gateway")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -163,9 +193,18 @@ def main(argv: list[str]) -> int:
     r = sub.add_parser("relay", help="on the host: xdist's python for a guest's worker")
     r.add_argument("socket", type=Path)
     r.add_argument("args", nargs=argparse.REMAINDER)
+    h = sub.add_parser("ssh-relay", help="on the host: xdist's python for a guest of "
+                                         "another machine")
+    h.add_argument("--ssh-config", help="ssh's -F")
+    h.add_argument("--python", default="python3", help="that machine's python")
+    h.add_argument("host")
+    h.add_argument("socket", type=Path)
+    h.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args(argv)
     if opts.command == "relay":
         return relay(opts.socket, opts.args)
+    if opts.command == "ssh-relay":
+        ssh_relay(opts.host, opts.ssh_config, opts.python, opts.socket, opts.args)
     serve(find_port(opts.port) if opts.port else None, opts.listen, opts.name)
     return 0
 

@@ -21,21 +21,21 @@ import collections
 import contextlib
 import dataclasses
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from pytest_folio.files import write_file
-from pytest_folio.sizes import format_size
 from pytest_folio.vm import VMError
 from pytest_folio.vm.gateway import PORT_NAME
-from pytest_folio.vm.guest import device_lines
-from pytest_folio.vm.initramfs import MARK
-from pytest_folio.vm.qemu import GuestRun, Machine, qemu_command, run_guest
+from pytest_folio.vm.guest import device_lines, size_map
+from pytest_folio.vm.initramfs import MARK, GuestDisk, GuestJob, build_initramfs
+from pytest_folio.vm.qemu import Disk, GuestRun, Machine, qemu_command, run_guest
 from pytest_folio.vmabi import GUEST_TARGETS_ENV
 
 if TYPE_CHECKING:
@@ -58,6 +58,23 @@ def server_argv(python: str, name: str) -> list[str]:
             "--name", name]
 
 
+def serving_guest(name: str, work: Path, busybox: Path, modules: list[tuple[str, bytes]],
+                  job: GuestJob, machine: Machine, disks: list[tuple[Disk, GuestDisk]],
+                  console: GuestConsole) -> Guest:
+    """Guest ``name`` of a session, its disks and results share made under ``work/name``:
+    its initramfs runs the worker server instead of ``job``'s argv (with a heartbeat,
+    the bytecode share uncached: other guests write it too), its worker channel's socket
+    is ``work/name.sock``."""
+    where = work / name
+    initrd = where / "initramfs.cpio"
+    initrd.write_bytes(build_initramfs(busybox, modules, dataclasses.replace(
+        job, argv=server_argv(sys.executable, name), disks=[g for _, g in disks],
+        heartbeat=True, pycache_shared=True)))
+    return Guest(name, dataclasses.replace(
+        machine, initrd=initrd, out=where / "out", disks=tuple(d for d, _ in disks),
+        worker_socket=work / f"{name}.sock"), console)
+
+
 def tx_spec(python: str, name: str, sock: Path) -> str:
     """xdist's gateway spec for a guest: a popen worker whose python is the relay."""
     relay = " ".join(shlex.quote(a) for a in (python, "-m", "pytest_folio.vm.gateway",
@@ -68,24 +85,60 @@ def tx_spec(python: str, name: str, sock: Path) -> str:
 
 
 def controller_argv(head: list[str], sockets: dict[str, Path], pytest_args: list[str],
-                    python: str = sys.executable) -> list[str]:
+                    python: str = sys.executable,
+                    remote: dict[str, str] | None = None) -> list[str]:
     """The host's pytest: ``head`` (pytest, the plugin, the guests' targets), xdist with
-    one gateway per guest, then the user's arguments (which come last and so win)."""
+    one gateway per guest (``remote``: the gateway specs of guests on other machines),
+    then the user's arguments (which come last and so win)."""
     return [*head, "-p", "xdist", "-p", PLUGIN, "--dist=load", "--max-worker-restart=0",
             *(f"--tx={tx_spec(python, name, sock)}" for name, sock in sockets.items()),
-            *pytest_args]
+            *(f"--tx={spec}" for spec in (remote or {}).values()), *pytest_args]
 
 
-def ramfs_args(marks: list[tuple[str, str]]) -> list[str]:
-    """``--folio-fs``/``--folio-block-sizes`` for the ramfs mounts a guest kept (its
-    ``ramfs WHERE BLOCKSIZE ...`` lines), as the guest's own pytest would get them."""
-    spec, kept = [], []
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back until the block is done, then deliver them to the
+    handlers they had: a process started in the block is known to whoever stops it
+    (an interrupt inside ``Popen`` would leave a controller nobody terminates)."""
+    held: list[int] = []
+    kept = {signum: signal.signal(signum, lambda n, frame: held.append(n))
+            for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for kind, handler in kept.items():  # None: one not set from Python
+            signal.signal(kind, signal.SIG_DFL if handler is None else handler)
+        for number in held[:1]:
+            signal.raise_signal(number)
+
+
+@dataclasses.dataclass
+class ControllerPlan:
+    """What the controller gets once the guests are up: arguments after the user's, its
+    environment, and the gateway specs of guests on other machines."""
+
+    args: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    remote: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def ramfs_kept(marks: list[tuple[str, str]]) -> dict[int, str]:
+    """The ramfs mounts a guest kept (its ``ramfs WHERE BLOCKSIZE ...`` lines): block
+    size -> where."""
+    kept = {}
     for key, value in marks:
         words = value.split()
         if key == "ramfs" and len(words) >= 2 and words[1].isdigit():
-            spec.append(f"{format_size(int(words[1]))}={words[0]}")
-            kept.append(f"{int(words[1]) >> 10}k")
-    return [f"--folio-fs={','.join(spec)}", f"--folio-block-sizes={','.join(kept)}"]
+            kept[int(words[1])] = words[0]
+    return kept
+
+
+def ramfs_args(marks: list[tuple[str, str]]) -> list[str]:
+    """``--folio-fs``/``--folio-block-sizes`` for the ramfs mounts a guest kept, as the
+    guest's own pytest would get them."""
+    kept = ramfs_kept(marks)
+    return [f"--folio-fs={size_map(kept)}",
+            f"--folio-block-sizes={','.join(f'{size >> 10}k' for size in kept)}"]
 
 
 class GuestConsole:
@@ -226,6 +279,21 @@ class GuestSession:
                 self.report(guest)
         return up
 
+    def hold(self, until: Callable[[list[Guest]], None]) -> list[Guest]:
+        """Boot the guests and keep them up while ``until`` (given those that came up)
+        runs; then let them power off. For a machine whose guests serve another's
+        controller (:mod:`pytest_folio.vm.agent`)."""
+        self.start()
+        try:
+            up = self.wait_listening()
+            until(up)
+            self.stop_all(EXIT_WAIT)
+        finally:
+            for guest in self.guests:
+                guest.stop.set()
+            self.stop_all()
+        return up
+
     def stop_all(self, wait: float = 0.0) -> None:
         """Let the guests power off by themselves for ``wait`` seconds, then kill them."""
         deadline = time.monotonic() + wait
@@ -250,42 +318,48 @@ class GuestSession:
                 where = f" (its console's last {len(guest.console.tail)} lines: {path})"
         self.run.progress(f"{guest.name} {why}{where}")
 
-    def controller(self, argv: list[str]) -> int:
+    def controller(self, argv: list[str], env: dict[str, str]) -> int:
         """Run the host's pytest; Ctrl-C and SIGTERM reach here as KeyboardInterrupt
         (the runner turns SIGTERM into one) and take the controller down too."""
-        env = {**self.run.environ, GUEST_TARGETS_ENV: "1"}
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        env = {**self.run.environ, **env, GUEST_TARGETS_ENV: "1"}
+        proc = None
         try:
+            with deferred_interrupts():     # none lands between the fork and ``proc``
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
             return proc.wait()
         except KeyboardInterrupt:
             for guest in self.guests:
                 guest.stop.set()
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(EXIT_WAIT)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(EXIT_WAIT)
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             raise
 
     def execute(self, head: list[str], pytest_args: list[str],
-                after: Callable[[Guest], list[str]]) -> int:
+                after: Callable[[list[Guest]], ControllerPlan]) -> int:
         """The whole session; the controller's exit status. The controller's arguments:
-        ``head``, xdist's, ``pytest_args``, then ``after`` of the first guest up."""
+        ``head``, xdist's, ``pytest_args``, then the plan ``after`` makes for the guests
+        that came up."""
         self.start()
         try:
             up = self.wait_listening()
-            if not up:
+            plan = after(up)
+            if not up and not plan.remote:
                 raise VMError("no guest came up: " + "; ".join(
                     f"{g.name} {g.fault(self.timeout) or 'never came up'}"
                     for g in self.guests))
-            self.run.progress(f"{len(up)} guest(s) listening after "
+            names = [*(g.name for g in up), *plan.remote]
+            self.run.progress(f"{len(names)} guest(s) listening after "
                               f"{time.monotonic() - self.run.clock:.1f} s: "
-                              f"{', '.join(g.name for g in up)}")
+                              f"{', '.join(names)}")
             argv = controller_argv(head, {g.name: g.socket for g in up},
-                                   [*pytest_args, *after(up[0])])
-            status = self.controller(argv)
+                                   [*pytest_args, *plan.args], remote=plan.remote)
+            status = self.controller(argv, plan.env)
             self.stop_all(EXIT_WAIT)
         finally:
             for guest in self.guests:

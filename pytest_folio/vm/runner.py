@@ -13,13 +13,14 @@ written in the guest is copied to where the user asked for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,12 +51,13 @@ from pytest_folio.vm.guest import (
     warmup_argv,
 )
 from pytest_folio.vm.guests import (
+    ControllerPlan,
     Guest,
     GuestConsole,
     GuestSession,
     guest_names,
     ramfs_args,
-    server_argv,
+    serving_guest,
 )
 from pytest_folio.vm.initramfs import (
     GUEST_RAMFS,
@@ -66,9 +68,6 @@ from pytest_folio.vm.initramfs import (
     find_busybox,
 )
 from pytest_folio.vm.kernel import (
-    FS_MODULES,
-    REQUIRED_MODULES,
-    WORKER_MODULES,
     Kernel,
     KernelCache,
     fetch_distro_kernel,
@@ -76,6 +75,7 @@ from pytest_folio.vm.kernel import (
     user_kernel,
 )
 from pytest_folio.vm.kernelbuild import build_kernel, debian_source_tree
+from pytest_folio.vm.lab import Lab, guest_modules
 from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.nowrunning import describe
 from pytest_folio.vm.powercut import cut_and_check
@@ -127,9 +127,11 @@ class VMRun:
         self.source: KernelSource | None = None  # --build-kernel's tree, for module builds
         self.ktap_log: Path | None = None        # --ktap: where the guest's log is kept
         self.patches = opts.patches  # what is left for modules once a kernel took its own
+        self.where = ""              # a --host's agent: that machine, named in each line
 
     def progress(self, message: str) -> None:
-        progress.step(f"folio-vm: {message}", self.err)
+        where = f"{self.where}: " if self.where else ""
+        progress.step(f"folio-vm: {where}{message}", self.err)
 
     def kernel(self) -> Kernel:
         if self.opts.build_kernel is not None or self.opts.build_suite is not None:
@@ -163,7 +165,19 @@ class VMRun:
     def kvm_marker(self) -> Path:
         return self.cache.root / f"kvm-failed-{os.uname().release}"
 
+    @contextlib.contextmanager
+    def lab(self) -> Iterator[Lab]:
+        """``--guest``: the matrix's preparations, in a private directory for the run."""
+        qemu, busybox = find_qemu(), find_busybox()
+        run = read_run_settings(self.opts.pytest_args, self.environ)
+        self.warm(self.opts.pytest_args)
+        with tempfile.TemporaryDirectory(prefix="pytest-folio-vm-") as tmp:
+            yield Lab(self, qemu, busybox, run, Path(tmp))
+
     def execute(self) -> int:
+        if self.opts.guest_specs:
+            with self.lab() as lab:
+                return lab.execute(self.opts.guest_specs, self.opts.hosts)
         qemu = find_qemu()
         busybox = find_busybox()
         run = read_run_settings(self.opts.pytest_args, self.environ)
@@ -172,14 +186,7 @@ class VMRun:
         orders = mtd_orders(run, kernel.release, self.progress)
         sizes = (fs_block_sizes(self.opts.fs, run, kernel.release, self.progress)
                  if self.opts.fs != "ramfs" else [])
-        wanted = {**REQUIRED_MODULES}
-        if self.opts.fs in FS_MODULES:
-            wanted[self.opts.fs] = FS_MODULES[self.opts.fs]
-        if self.opts.guests:
-            wanted.update(WORKER_MODULES)
-        modules = []
-        if kernel.modules is not None:
-            modules = ModuleTree(kernel.modules, kernel.release).load_order(wanted, wanted)
+        modules = guest_modules(kernel, self.opts.fs, bool(self.opts.guests))
         env = guest_env(self.environ, self.out.isatty())
         built = None
         ramfs_type = "ramfs"
@@ -234,11 +241,7 @@ class VMRun:
                 env=env, disks=guest, ramfs_sizes=ramfs_sizes, ramfs_type=ramfs_type)
             initrd = work / "initramfs.cpio"
             initrd.write_bytes(build_initramfs(busybox, modules, job))
-            pycache = self.cache.root / "pycache"
-            pycache.mkdir(parents=True, exist_ok=True)
-            spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
-                                  pycache, self.environ)
-            self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
+            pycache = self.warm(pytest_args)
             cmdline = " ".join(filter(None, (BASE_CMDLINE, self.opts.kernel_args)))
             machine = Machine(image=image, initrd=initrd, cmdline=cmdline,
                               out=work / "out", mem_mib=self.opts.mem_mib,
@@ -262,6 +265,15 @@ class VMRun:
             self.collect(work / "out", save)
         return status
 
+    def warm(self, pytest_args: list[str]) -> Path:
+        """Compile the guest's bytecode on the host, into the cache's share for it."""
+        pycache = self.cache.root / "pycache"
+        pycache.mkdir(parents=True, exist_ok=True)
+        spent = warm_bytecode(warmup_argv(sys.executable, pytest_args, Path.cwd()),
+                              pycache, self.environ)
+        self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
+        return pycache
+
     def selftests_argv(self, kernel: Kernel, argv: list[str]) -> list[str]:
         """``--ktap``: the selftests built for ``kernel``, run in the guest before pytest,
         whose session then reads their log as items."""
@@ -277,27 +289,21 @@ class VMRun:
                     head: list[str]) -> int:
         """``--guests N``: each guest gets disks, a results share, an initramfs running
         the worker server and a worker channel of its own; the controller runs here."""
-        accel = self.accelerators()[0]
+        machine = dataclasses.replace(machine, accel=self.accelerators()[0])
         guests = []
         for name in guest_names(self.opts.guests):
             where = machine.out.parent / name
             (where / "out").mkdir(parents=True)
-            disks = make_disks(where)
-            initrd = where / "initramfs.cpio"
-            initrd.write_bytes(build_initramfs(busybox, modules, dataclasses.replace(
-                job, argv=server_argv(sys.executable, name), heartbeat=True,
-                pycache_shared=True)))
-            guests.append(Guest(name, dataclasses.replace(
-                machine, initrd=initrd, out=where / "out", accel=accel,
-                disks=tuple(d for d, _ in disks),
-                worker_socket=machine.out.parent / f"{name}.sock"),
-                GuestConsole(name, self.err, self.opts.console)))
+            guests.append(serving_guest(name, machine.out.parent, busybox, modules, job,
+                                        machine, make_disks(where),
+                                        GuestConsole(name, self.err, self.opts.console)))
         session = GuestSession(self, qemu, guests, failures)
 
-        def after(first: Guest) -> list[str]:
-            """What the guests' init made of the ramfs sizes (as in one guest: after
-            the user's options, so the sizes the kernel could mount win)."""
-            return ramfs_args(first.console.marks) if job.ramfs_sizes else []
+        def after(up: list[Guest]) -> ControllerPlan:
+            """What the first guest's init made of the ramfs sizes (as in one guest:
+            after the user's options, so the sizes the kernel could mount win)."""
+            return ControllerPlan(ramfs_args(up[0].console.marks)
+                                  if job.ramfs_sizes and up else [])
         status = session.execute(head, self.opts.pytest_args, after)
         for guest in guests:
             self.collect(guest.machine.out, None, guest.name)

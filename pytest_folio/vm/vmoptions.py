@@ -23,6 +23,7 @@ from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 from pytest_folio.vm.disks import FILE_SYSTEMS
+from pytest_folio.vm.matrix import GuestSpec, HostSpec, check_guest_specs, check_host_specs
 from pytest_folio.vm.powercut import default_args
 from pytest_folio.vm.selftests import parse_ktap_tests
 
@@ -134,6 +135,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="boot N guests and run one pytest session on the host whose "
                              "xdist workers are the guests (one worker each): one "
                              "collection, seed, summary and --folio-save for all of them")
+    parser.add_argument("--guest", action="append", default=[], metavar="SPEC",
+                        help="boot one guest of a matrix (repeatable; one session over "
+                             "all, like --guests): SPEC is key=value pairs joined by "
+                             "commas, kernel=IMAGE|debian:SUITE, modules=DIR, "
+                             "fs=ramfs|xfs|ext4, block-sizes=4k+64k, orders=0+2, "
+                             "name=LABEL, host=HOST (a --host); unset keys take the run's. "
+                             "Items that use a kernel target run once per kind of guest, "
+                             "their ids ending in its label (xfs@RELEASE)")
+    parser.add_argument("--host", action="append", default=[],
+                        metavar="ssh=HOST//python=PY",
+                        help="another machine that boots the --guest SPECs saying "
+                             "host=HOST, with its own kernel cache (//cache=DIR: another "
+                             "than its default) and its own copy of this package and the "
+                             "tests at the same path (repeatable; //ssh_config=FILE: ssh's "
+                             "-F)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS")
 
 
@@ -166,6 +182,8 @@ class VMOptions:
     kernel_args: str = ""
     ktap: tuple[str, ...] = ()
     guests: int = 0  # vm --guests N: that many guests as the xdist workers of one session
+    guest_specs: tuple[GuestSpec, ...] = ()  # vm --guest SPEC...: a matrix of guests
+    hosts: tuple[HostSpec, ...] = ()  # vm --host ssh=HOST...: machines booting some of them
 
 
 def check_cache(cache: Path) -> None:
@@ -276,6 +294,27 @@ def host_memory() -> int | None:
     return physical + swap
 
 
+def check_matrix_options(args: argparse.Namespace, guests: int, power_cut: bool,
+                         ktap: tuple[str, ...], interleave: bool,
+                         build: Path | None) -> None:
+    """``--guest`` is the matrix's form of ``--guests``; what one guest's boot does with
+    a built kernel or module, a power cut or the selftests does not apply to it yet."""
+    if guests:
+        raise CommandError("--guests N and --guest SPEC do not go together: give one "
+                           "--guest per guest (repeat a SPEC for several guests of it)")
+    others = [name for name, given in (
+        ("--power-cut", power_cut), ("--ktap", bool(ktap)), ("--interleave", interleave),
+        ("--patch", bool(getattr(args, "patch", []))),
+        ("--driver", getattr(args, "driver", None) is not None),
+        ("--mtd-tests", bool(getattr(args, "mtd_tests", False))),
+        ("--build-kernel", build is not None or getattr(args, "build_kernel", None)
+         is not None)) if given]
+    if others:
+        raise CommandError(f"--guest and {others[0]} do not go together yet: a matrix "
+                           "boots the kernels as they are (give each guest's kernel= an "
+                           "IMAGE you built or patched)")
+
+
 def check_options(args: argparse.Namespace) -> VMOptions:
     """Turn parsed arguments into :class:`VMOptions`; a mistake raises CommandError."""
     check_cache(args.cache_dir or cache_root())
@@ -348,6 +387,14 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if guests and ktap:
         raise CommandError("--guests and --ktap do not go together yet: the selftests run "
                            "before pytest in one guest (leave out --guests)")
+    hosts = check_host_specs(getattr(args, "host", []) or [])
+    specs = check_guest_specs(getattr(args, "guest", []) or [], [h.ssh for h in hosts])
+    idle = [h.ssh for h in hosts if not any(s.host == h.ssh for s in specs)]
+    if idle:
+        raise CommandError(f"--host ssh={idle[0]} boots no guest: place guests there "
+                           f"with host={idle[0]} in their --guest SPEC")
+    if specs:
+        check_matrix_options(args, guests, power_cut, ktap, interleave, build)
     if power_cut and not pytest_args:
         pytest_args = default_args(args.fs)
     return VMOptions(
@@ -360,4 +407,4 @@ def check_options(args: argparse.Namespace) -> VMOptions:
         mtd_tests=bool(getattr(args, "mtd_tests", False)), build_kernel=build,
         build_suite=build_suite, no_build=bool(getattr(args, "no_build", False)),
         interleave=interleave, power_cut=power_cut, kernel_args=kernel_args.strip(),
-        ktap=ktap, guests=guests)
+        ktap=ktap, guests=guests, guest_specs=specs, hosts=hosts)

@@ -123,6 +123,36 @@ def test_controller_argv_puts_xdist_between_the_targets_and_the_users_args() -> 
         "-k", "read", "--dist=loadfile"]
 
 
+def test_a_relay_whose_controller_is_gone_stops_waiting_for_its_guest(
+        tmp_path: Path) -> None:
+    """SIGTERM while the guests come up: the controller's relays, still waiting for a
+    socket that will never be there, end with it (not 30 s later, saying so)."""
+    err = tmp_path / "relay.err"
+    started = subprocess.run(
+        ["sh", "-c", f'{PY} -m pytest_folio.vm.gateway relay {tmp_path / "none.sock"} '
+                     f'-u -c x 2>{err} </dev/null & echo $!; sleep 2'],
+        capture_output=True, text=True, check=True, timeout=60)
+    pid = int(started.stdout)      # its parent, the shell, has exited since
+    deadline = time.monotonic() + 15
+    while alive(pid):
+        assert time.monotonic() < deadline, "the relay outlived its parent"
+        time.sleep(0.1)
+    assert err.read_text() == ""
+
+
+def test_an_interrupt_while_the_controller_starts_waits_for_the_start() -> None:
+    """Ctrl-C inside Popen would leave a controller nobody terminates: it is held back
+    until the block is done, then raised as it would have been."""
+    handler = signal.getsignal(signal.SIGINT)
+    done = []
+    with pytest.raises(KeyboardInterrupt), guests.deferred_interrupts():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        done.append("started")
+    assert done == ["started"]
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
 def test_a_relay_path_xdist_would_split_is_refused() -> None:
     from pytest_folio.vm import VMError
     with pytest.raises(VMError, match="contains '//'"):
