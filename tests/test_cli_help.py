@@ -18,13 +18,7 @@ def subcommands() -> list[str]:
     return sorted(action.choices)     # type: ignore[arg-type]
 
 
-# check's help is still its module docstring; strict, so the fix must remove this mark
-NOT_YET = {"check": "check --help still prints its docstring's reStructuredText"}
-
-
-@pytest.mark.parametrize("command", [
-    pytest.param(c, marks=pytest.mark.xfail(reason=NOT_YET[c], strict=True))
-    if c in NOT_YET else c for c in subcommands()])
+@pytest.mark.parametrize("command", subcommands())
 def test_help_is_plain_text_within_80_columns(command: str, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")

@@ -32,7 +32,14 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "check", help="make one target, check it against its protocol, and print the "
                       "optional calls it offers",
-        description=__doc__.split("\n\n")[1] if __doc__ else None)
+        description="SPEC is what --folio-mtd or --folio-fs takes (reference, a path, "
+                    "package.module:factory, an entry-point name). The target is made as "
+                    "the plugin makes it (a factory is called with the same keywords), "
+                    "checked by the plugin's own checks (members, call signatures, "
+                    "types, geometry, what read answers), and the optional calls it "
+                    "offers are printed with what each unlocks. A spec that can be "
+                    "either kind is tried as an MTD device first; --mtd or --fs "
+                    "chooses.")
     parser.add_argument("spec", help="what --folio-mtd or --folio-fs takes")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--mtd", dest="kind", action="store_const", const="mtd",
