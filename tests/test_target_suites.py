@@ -43,3 +43,29 @@ def test_a_target_chosen_in_the_ini_file_counts_as_chosen(pytester: pytest.Pytes
     pytester.makeini("[pytest]\nfolio_fs = reference:features=full\n")
     counts = collected(pytester)
     assert counts["mtd"] == 0 and counts["fs"] > 100
+
+
+def failures_section(lines: list[str]) -> list[str]:
+    start = next(i for i, ln in enumerate(lines) if " FAILURES " in ln)
+    end = next(i for i, ln in enumerate(lines) if " short test summary info " in ln)
+    return lines[start:end]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_differential_failure_fits_a_screen_and_v_adds_the_unshrunk_calls(
+        pytester: pytest.Pytester, verbose: bool) -> None:
+    """By default the shrunk calls, the first difference, the log and the replay line;
+    the unshrunk run's last calls only with -v (the whole run is in the saved log)."""
+    result = pytester.runpytest(
+        "-p", "pytest_folio", "--pyargs", "pytest_folio.suites.test_fs_differential",
+        "-p", "no:cacheprovider", "--folio-block-sizes=4k", "--folio-seed=1",
+        "--folio-fs=tests.helpers.fsx_broken:StaleDataAfterTruncateUp.factory",
+        "-k", "test_the_target_matches_the_oracle and not cache",
+        *(["-v"] if verbose else []))
+    result.assert_outcomes(failed=1)
+    section = failures_section(result.stdout.lines)
+    text = "\n".join(section)
+    assert "differential: op " in text and "\nreplay: " in text and "\nlog: " in text
+    assert ("before shrinking" in text) is verbose
+    if not verbose:
+        assert len(section) <= 24, text

@@ -56,7 +56,9 @@ class FsDifferential(_Base):
             found = exc
         else:
             return
-        request.node.add_report_section("call", "differential", "\n".join(found.log[-25:]))
+        if request.config.get_verbosity() > 0:    # -v: the unshrunk run's last calls too
+            request.node.add_report_section("call", "differential (before shrinking)",
+                                            "\n".join(found.log[-25:]))
         request.node.stash[REPRODUCE] = False     # the message says it already
         blocksize = filesystem.blocksize
 
