@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from pytest_folio.bytescmp import first_difference
 from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.mtdtests.common import MTDTestError
 from pytest_folio.mtdtests.engine import Layout, make_data
@@ -73,7 +74,7 @@ class AllowedStates:
                 expected[u * unit:(u + 1) * unit] = piece
         if expected == got:
             return None
-        at = next(i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b)
+        at = first_difference(got, expected)
         u = at // unit
         base = u * unit
         states = self.allowed(u)

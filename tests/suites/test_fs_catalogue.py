@@ -12,6 +12,7 @@ import shlex
 import pytest
 
 from pytest_folio.suites.fs import FsNamespace, FsPowerCut
+from tests.helpers import runpytest_own_process
 from tests.helpers.fsx_broken import BUGS, CACHED_BUGS, DIFFERENTIAL_BUGS
 from tests.helpers.fsx_powercut import DURABILITY_BUGS, ORDERED_BUGS, POWER_CUT_BUGS
 
@@ -70,10 +71,11 @@ def default_suites(pytester: pytest.Pytester, spec: str, *extra: str,
                    shrink: bool = False) -> pytest.RunResult:
     """The default run against ``spec``; unshrunk unless ``shrink`` (most tests here check
     only which tests fail and that a reproduction is printed: shrinking is checked once)."""
-    return pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
-                              "-k", "not mtd", f"--folio-fs={spec}", "--folio-seed=1",
-                              "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
-                              *([] if shrink else ["--folio-shrink-seconds=0"]), *extra)
+    return runpytest_own_process(
+        pytester, "-p", "pytest_folio", "--pyargs", "pytest_folio.suites", "-k", "not mtd",
+        f"--folio-fs={spec}", "--folio-seed=1", "-p", "no:cacheprovider",
+        "-p", "no:hypothesispytest", "-q", *([] if shrink else ["--folio-shrink-seconds=0"]),
+        *extra)
 
 
 def test_the_catalogue_holds_at_least_thirty_distinct_bugs() -> None:
@@ -198,9 +200,9 @@ def test_the_printed_reproduction_fails_again(pytester: pytest.Pytester, spec: s
 @pytest.mark.parametrize("bug", DIFFERENTIAL_BUGS, ids=[b.__name__ for b in DIFFERENTIAL_BUGS])
 def test_each_differential_class_is_caught_by_the_differential_test_alone(
         pytester: pytest.Pytester, bug: type) -> None:
-    result = pytester.runpytest("-p", "pytest_folio", "--pyargs",
-                                "pytest_folio.suites.test_fs_differential",
-                                f"--folio-fs=tests.helpers.fsx_broken:{bug.__name__}",
-                                "--folio-seed=1", "-p", "no:cacheprovider", "-q")
+    result = runpytest_own_process(pytester, "-p", "pytest_folio", "--pyargs",
+                                   "pytest_folio.suites.test_fs_differential",
+                                   f"--folio-fs=tests.helpers.fsx_broken:{bug.__name__}",
+                                   "--folio-seed=1", "-p", "no:cacheprovider", "-q")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
     assert "differential: op " in result.stdout.str()

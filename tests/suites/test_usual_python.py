@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from tests.helpers import runpytest_own_process
+
 QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q")
 # Each protocol's suites only (the other protocol's run against the reference, which
 # the main job covers); left out for time: the MTD timing suites (speed, stress,
@@ -39,8 +41,9 @@ CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3)]
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
 def test_the_default_run_passes_on_usual_python_answers(pytester: pytest.Pytester,
                                                         run: str, seed: int) -> None:
-    result = pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
-                                *RUNS[run], f"--folio-seed={seed}", *QUICK, "-rA")
+    result = runpytest_own_process(pytester, "-p", "pytest_folio", "--pyargs",
+                                   "pytest_folio.suites", *RUNS[run], f"--folio-seed={seed}",
+                                   *QUICK, "-rA")
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.OK, output[-3000:]
     passed = set(re.findall(r"^PASSED \S*?(test_\w+\.py)::", output, re.M))

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_folio.params import FsParam, cache_bound, decode_params
 from pytest_folio.targets.fs import resolve_fs_target, takes_cache_bytes
+from tests.helpers import runpytest_own_process
 from tests.helpers.fsx_broken import BigCacheReclaimLosesTheDirtyBit, PassThrough
 from tests.helpers.fsx_cachedfs import CachedFS
 from tests.helpers.fsx_memfs import MemFS
@@ -21,9 +22,10 @@ UNREACHED = re.compile(r"^folio: fs \S+: writeback not reached: its factory take
 
 
 def run(pytester: pytest.Pytester, spec: str, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("-p", "pytest_folio", "--pyargs", "pytest_folio.suites",
-                              "-k", "not mtd", f"--folio-fs={spec}", "--folio-seed=1",
-                              "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *extra)
+    return runpytest_own_process(pytester, "-p", "pytest_folio", "--pyargs",
+                                 "pytest_folio.suites", "-k", "not mtd", f"--folio-fs={spec}",
+                                 "--folio-seed=1", "-p", "no:cacheprovider",
+                                 "-p", "no:hypothesispytest", *extra)
 
 
 def test_which_factories_take_it() -> None:
