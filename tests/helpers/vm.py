@@ -162,3 +162,20 @@ def fake_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qemu_script: s
     monkeypatch.setattr(runner, "warm_bytecode", lambda argv, prefix, environ: 0.0)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+# The start of a stand-in qemu for a --guests guest (its script goes on from here): the
+# worker channel's socket, the guest's name from its init, its pid kept for the tests'
+# leak checks, and its first console line.
+FAKE_GUEST_START = r'''
+import os, re, signal, subprocess, sys, time
+args = sys.argv[1:]
+sock = [a for a in args if a.startswith("socket,id=worker,")][0].split("path=")[1].split(",")[0]
+init = open(args[args.index("-initrd") + 1], "rb").read().decode("latin-1")
+name = re.search(r"--name ([\w-]+)", init).group(1)
+fake = os.environ["FAKE_DIR"]
+open(os.path.join(fake, "qemu.pid"), "a").write(f"{os.getpid()}\n")
+def say(line):
+    sys.stdout.write(line + "\r\n"); sys.stdout.flush()
+say("@@folio-vm init")
+'''

@@ -26,7 +26,7 @@ from pytest_folio.vm.gateway import PORT_NAME, find_port
 from pytest_folio.vm.guests import PLUGIN, controller_argv, ramfs_args, server_argv, tx_spec
 from pytest_folio.vm.initramfs import GuestJob, init_script
 from pytest_folio.vm.qemu import Machine, qemu_command
-from tests.helpers.vm import alive, fake_machine
+from tests.helpers.vm import FAKE_GUEST_START, alive, fake_machine
 from tests.vm.test_vm_boot import MISSING, leftover_qemus
 
 PY = sys.executable
@@ -244,17 +244,7 @@ def test_bad_guests_options_are_one_usage_line(tmp_path: Path,
     assert status == 2 and message in err and len(err.strip().splitlines()) <= 3, err
 
 
-FAKE_QEMU = r'''
-import os, re, signal, subprocess, sys, time
-args = sys.argv[1:]
-sock = [a for a in args if a.startswith("socket,id=worker,")][0].split("path=")[1].split(",")[0]
-init = open(args[args.index("-initrd") + 1], "rb").read().decode("latin-1")
-name = re.search(r"--name ([\w-]+)", init).group(1)
-fake = os.environ["FAKE_DIR"]
-open(os.path.join(fake, "qemu.pid"), "a").write(f"{os.getpid()}\n")
-def say(line):
-    sys.stdout.write(line + "\r\n"); sys.stdout.flush()
-say("@@folio-vm init")
+FAKE_QEMU = FAKE_GUEST_START + r'''
 if os.environ["FAKE_QEMU"] == "no-guest2" and name == "guest2":
     say("@@folio-vm error cannot mount the host root over 9p (needs CONFIG_9P_FS)")
     sys.exit(0)

@@ -21,7 +21,7 @@ from pytest_folio.vm.guestplugin import MatrixController, pytest_folio_measureme
 from pytest_folio.vm.lab import controller_targets
 from pytest_folio.vm.matrix import Group, GuestParam, GuestSpec, Matrix, parse_guest_spec
 from pytest_folio.vm.scheduler import MatrixScheduling, collection_diff
-from tests.helpers.vm import alive, bzimage, fake_machine
+from tests.helpers.vm import FAKE_GUEST_START, alive, bzimage, fake_machine
 
 
 def test_a_spec_names_kernel_fs_sizes_orders_and_a_label() -> None:
@@ -114,18 +114,8 @@ def test_collections_that_differ_are_shown_where_they_differ() -> None:
     assert "-b" in diff and "+c" in diff
 
 
-FAKE_QEMU = r'''
-import os, re, signal, subprocess, sys, time
-args = sys.argv[1:]
-sock = [a for a in args if a.startswith("socket,id=worker,")][0].split("path=")[1].split(",")[0]
-init = open(args[args.index("-initrd") + 1], "rb").read().decode("latin-1")
-name = re.search(r"--name ([\w-]+)", init).group(1)
-fake = os.environ["FAKE_DIR"]
+FAKE_QEMU = FAKE_GUEST_START + r'''
 kernel = args[args.index("-kernel") + 1]
-open(os.path.join(fake, "qemu.pid"), "a").write(f"{os.getpid()}\n")
-def say(line):
-    sys.stdout.write(line + "\r\n"); sys.stdout.flush()
-say("@@folio-vm init")
 say(f"@@folio-vm kernel [    0.000000] Linux version {os.path.basename(kernel)} (gcc) #1")
 say("@@folio-vm mtd /dev/mtd0 /dev/vda 4096 64x0 ")
 # every ramfs size the init mounts, "kept" in a directory of this guest's own
