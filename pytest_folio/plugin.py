@@ -185,7 +185,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The session's own summary lines (checks that could not reach writeback)."""
     for line in session(terminalreporter.config).summary:
-        terminalreporter.write_line(f"folio: {line}")
+        for part in wrap(f"folio: {line}"):
+            terminalreporter.write_line(part)
 
 
 def _marker_values(metafunc: pytest.Metafunc, name: str, parse: Callable[[object], int],
