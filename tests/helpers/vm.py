@@ -178,4 +178,9 @@ open(os.path.join(fake, "qemu.pid"), "a").write(f"{os.getpid()}\n")
 def say(line):
     sys.stdout.write(line + "\r\n"); sys.stdout.flush()
 say("@@folio-vm init")
+def start_worker():
+    """init's last step: pytest's start mark, then the worker server on the socket."""
+    say("@@folio-vm start")
+    return subprocess.Popen([sys.executable, "-m", "pytest_folio.vm.gateway", "serve",
+                             "--listen", sock, "--name", name])
 '''

@@ -251,9 +251,7 @@ if os.environ["FAKE_QEMU"] == "no-guest2" and name == "guest2":
 say("@@folio-vm kernel [    0.000000] Linux version 6.1.0-fake (gcc) #1 SMP")
 say("@@folio-vm mtd /dev/mtd0 /dev/vda 4096 64x0 ")
 say("@@folio-vm ramfs /run/folio/ramfs-4K 4096 64x0")
-say("@@folio-vm start")
-server = subprocess.Popen([sys.executable, "-m", "pytest_folio.vm.gateway", "serve",
-                           "--listen", sock, "--name", name])
+server = start_worker()
 while server.poll() is None:
     if os.path.exists(os.path.join(fake, f"panic-{name}")):
         say("[   12.000000] Kernel panic - not syncing: fake panic in " + name)

@@ -123,9 +123,7 @@ for size in dict.fromkeys(re.findall(r"-o blocksize=(\d+)k", init)):
     where = os.path.join(fake, f"{name}-ramfs-{size}K")
     os.makedirs(where, exist_ok=True)
     say(f"@@folio-vm ramfs {where} {int(size) << 10} 64x0")
-say("@@folio-vm start")
-server = subprocess.Popen([sys.executable, "-m", "pytest_folio.vm.gateway", "serve",
-                           "--listen", sock, "--name", name])
+server = start_worker()
 while server.poll() is None:
     if os.path.exists(os.path.join(fake, f"panic-{name}")):
         say("[   12.000000] Kernel panic - not syncing: fake panic in " + name)
