@@ -65,7 +65,7 @@ def test_a_differential_failure_fits_a_screen_and_v_adds_the_unshrunk_calls(
     result.assert_outcomes(failed=1)
     section = failures_section(result.stdout.lines)
     text = "\n".join(section)
-    assert "differential: op " in text and "\nreplay: " in text and "\nlog: " in text
+    assert "\ndifferential: " in text and "\nreplay: " in text and "\nlog: " in text
     assert ("before shrinking" in text) is verbose
     if not verbose:
         assert len(section) <= 24, text
