@@ -97,7 +97,20 @@ class MatrixScheduling:
 
     def remove_pending_tests_from_node(self, node: WorkerController,
                                        indices: Sequence[int]) -> None:
-        raise NotImplementedError
+        """Items a worker gave back unstarted go back to their group's queue (xdist
+        asks only schedulers that steal work, which this one does not)."""
+        pending = self.node2pending[node]
+        for index in indices:
+            pending.remove(index)
+        self._requeue(indices)
+
+    def _requeue(self, indices: Sequence[int]) -> None:
+        assert self.collection is not None
+        for index in indices:
+            self.queues.setdefault(self.matrix.label_of(self.collection[index]),
+                                   []).append(index)
+        for other in self.nodes:
+            self.check_schedule(other)
 
     def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
         """Fill ``node`` up to :data:`AHEAD` items; once nothing is left that it may
@@ -125,11 +138,7 @@ class MatrixScheduling:
             return None
         assert self.collection is not None
         crashed = self.collection[pending.pop(0)]
-        for index in pending:
-            self.queues.setdefault(self.matrix.label_of(self.collection[index]),
-                                   []).append(index)
-        for other in self.nodes:
-            self.check_schedule(other)
+        self._requeue(pending)
         return crashed
 
     def schedule(self) -> None:

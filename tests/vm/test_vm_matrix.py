@@ -319,6 +319,26 @@ def test_the_scheduler_keeps_each_item_on_its_group_and_ends_each_guest() -> Non
     assert sched.tests_finished and sched.not_run() == {"xfs@7.2": [ids[3]]}
 
 
+def test_items_a_guest_gives_back_go_to_another_guest_of_their_group() -> None:
+    matrix = Matrix.of({"guest1": group("xfs@7.2", (4096,)),
+                        "guest2": group("xfs@7.2", (4096,))})
+    config = SimpleNamespace(getoption=lambda name: ["a", "b"], hook=None)
+    sched = MatrixScheduling(config, matrix, lambda *a: None)  # type: ignore[arg-type]
+    ids = [f"t.py::{n}[4K-xfs@7.2]" for n in "abcdef"]
+    one, two = FakeNode("guest1"), FakeNode("guest2")
+    for node in (one, two):
+        sched.add_node(node)
+        sched.add_node_collection(node, ids)
+    sched.schedule()
+    assert one.sent == [0, 1] and two.sent == [2, 3]
+    sched.mark_test_complete(two, 2)
+    sched.mark_test_complete(two, 3)      # guest2 takes what is left: 4 and 5
+    assert two.sent == [2, 3, 4, 5]
+    sched.remove_pending_tests_from_node(one, [1])    # guest1 gives item 1 back
+    assert one.sent == [0, 1, 1]          # and, its group's only guest with room, takes it again
+    assert sorted(sched.node2pending[one]) == [0, 1]
+
+
 def test_two_named_guests_of_one_kernel_are_base_and_patched_of_one_run(
         fake: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The interleaved base/patched boot as two guests: one kernel (here, one image;
