@@ -12,6 +12,7 @@ writeback and eviction, the name cache, the range checks. Each docstring names t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -48,6 +49,8 @@ class PassThrough:
         self.inner = inner
         self.blocksize = inner.blocksize
         self.features = features_of(inner) | self.extra_features
+        self.own: dict[int, int] = {}
+        self.appending: set[int] = set()
 
     @classmethod
     def factory(cls, blocksize: int, root: str | None = None) -> PassThrough:
@@ -58,9 +61,41 @@ class PassThrough:
         return self.inner.fstat(fd).st_size
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        return self.inner.open(path, flags, mode)
+        fd = self.inner.open(path, flags, mode)
+        if flags & os.O_APPEND:
+            self.appending.add(fd)
+        with contextlib.suppress(OSError):  # a directory: the bugs move no data through it
+            self.own[fd] = self.inner.open(path, os.O_RDWR)
+        return fd
+
+    def _own(self, fd: int) -> int:
+        """A read-write descriptor of ``fd``'s file, not appending, for the bug's own
+        reads and writes: through the caller's descriptor (write-only, read-only or
+        O_APPEND) they would fail or land elsewhere where the real call succeeds, and
+        the bug would be caught by an error it invented instead of by itself."""
+        return self.own.get(fd, fd)
+
+    def _peek(self, fd: int, n: int, offset: int) -> bytes:
+        """What ``fd``'s file holds there, read past the caller's access mode; nothing
+        where the range is one no call could reach."""
+        try:
+            return self.inner.pread(self._own(fd), n, offset) if n > 0 else b""
+        except OSError:
+            return b""
+
+    def _lands_at(self, fd: int, offset: int) -> int:
+        """Where a pwrite through ``fd`` lands: Linux appends on O_APPEND (a negative
+        offset is refused first)."""
+        return self.size(fd) if fd in self.appending and offset >= 0 else offset
+
+    def _ino(self, fd: int) -> int:
+        return self.inner.fstat(fd).st_ino
 
     def close(self, fd: int) -> None:
+        self.appending.discard(fd)
+        own = self.own.pop(fd, None)
+        if own is not None:
+            self.inner.close(own)
         self.inner.close(fd)
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
@@ -126,23 +161,22 @@ class StaleDataAfterTruncateUp(PassThrough):
     that EOF exposes the old bytes (the partial-page zeroing bugs of truncate_setsize
     callers)."""
 
-    stale: tuple[int, bytes] | None = None
+    def __init__(self, inner: AnyFileSystem) -> None:
+        super().__init__(inner)
+        self.stale: dict[int, tuple[int, bytes]] = {}   # per inode: EOF, the bytes after
 
     def ftruncate(self, fd: int, length: int) -> None:
-        size = self.size(fd)
+        size, ino = self.size(fd), self._ino(fd)
         if length < size:
             end = min(size, _page_end(length))
-            try:    # the bytes left in the EOF page (a write-only descriptor cannot
-                    # read them here, so through it the bug has nothing to expose)
-                self.stale = (length, self.inner.pread(fd, end - length, length))
-            except OSError:
-                self.stale = None
+            left = self._peek(fd, end - length, length)
             self.inner.ftruncate(fd, length)
+            self.stale[ino] = (length, left)    # the bytes left in the EOF page
             return
         self.inner.ftruncate(fd, length)
-        if self.stale is not None and self.stale[0] == size and length > size:
-            self.inner.pwrite(fd, self.stale[1][:length - size], size)
-        self.stale = None
+        stale = self.stale.pop(ino, None)
+        if stale is not None and stale[0] == size and length > size:
+            self.inner.pwrite(self._own(fd), stale[1][:length - size], size)
 
 
 class WritePastEofNoZeroFill(PassThrough):
@@ -150,11 +184,11 @@ class WritePastEofNoZeroFill(PassThrough):
     of zeroes (block_write_begin-style partial block not zeroed)."""
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        size = self.size(fd)
+        size, offset = self.size(fd), self._lands_at(fd, offset)
         n = self.inner.pwrite(fd, data, offset)
         end = min(offset, _page_end(size))
         if end > size:
-            self.inner.pwrite(fd, bytes([JUNK]) * (end - size), size)
+            self.inner.pwrite(self._own(fd), bytes([JUNK]) * (end - size), size)
         return n
 
 
@@ -164,21 +198,23 @@ class WriteLostAfterCloseOpen(PassThrough):
 
     def __init__(self, inner: AnyFileSystem) -> None:
         super().__init__(inner)
-        self.undo: list[tuple[int, bytes]] = []
+        self.undo: dict[int, list[tuple[int, bytes]]] = {}     # per inode
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        self.undo.append((offset, self.inner.pread(fd, len(data), offset)))
-        return self.inner.pwrite(fd, data, offset)
+        at = self._lands_at(fd, offset)
+        old = self._peek(fd, len(data), at)
+        n = self.inner.pwrite(fd, data, offset)
+        self.undo.setdefault(self._ino(fd), []).append((at, old))
+        return n
 
     def fsync(self, fd: int) -> None:
-        self.undo.clear()
         self.inner.fsync(fd)
+        self.undo.pop(self._ino(fd), None)
 
     def close(self, fd: int) -> None:
-        for offset, old in reversed(self.undo):
-            self.inner.pwrite(fd, old, offset)
-        self.undo.clear()
-        self.inner.close(fd)
+        for offset, old in reversed(self.undo.pop(self._ino(fd), [])):
+            self.inner.pwrite(self._own(fd), old, offset)
+        super().close(fd)
 
 
 class MmapWriteNotPersisted(PassThrough):
@@ -197,12 +233,12 @@ class PunchHoleOffByOnePage(PassThrough):
     extra_features = frozenset({"punch_hole"})
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        if mode != FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE:
-            return self.inner.fallocate(fd, mode, offset, length)
-        end = min(self.size(fd), offset + length + PAGE_SIZE)
-        if end > offset:
-            self.inner.pwrite(fd, bytes(end - offset), offset)
-        return None
+        self.inner.fallocate(fd, mode, offset, length)
+        if mode == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE:
+            end = min(self.size(fd), offset + length + PAGE_SIZE)
+            if end > offset + length:
+                self.inner.pwrite(self._own(fd), bytes(end - offset - length),
+                                  offset + length)
 
 
 class CollapseRangeWrongShift(PassThrough):
@@ -212,17 +248,14 @@ class CollapseRangeWrongShift(PassThrough):
     extra_features = frozenset({"collapse_range"})
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        if mode != FALLOC_FL_COLLAPSE_RANGE:
-            return self.inner.fallocate(fd, mode, offset, length)
-        size, end, bs = self.size(fd), offset + length, self.blocksize
-        if offset % bs or length % bs or end >= size:
-            raise OSError(errno.EINVAL, "collapse range: unaligned or reaching EOF")
-        if size - end > MOVED_IN_MEMORY:    # a sparse far tail: shifted right, and sparse
-            return self.inner.fallocate(fd, mode, offset, length)
-        shift = length - bs if length > bs else length
-        self.inner.pwrite(fd, self.inner.pread(fd, size - end, end), end - shift)
-        self.inner.ftruncate(fd, size - length)
-        return None
+        size, end, bs, own = self.size(fd), offset + length, self.blocksize, self._own(fd)
+        wrong = (mode == FALLOC_FL_COLLAPSE_RANGE and length > bs and end < size
+                 and size - end <= MOVED_IN_MEMORY)    # a sparse far tail: shifted right
+        left = self._peek(fd, bs, end - bs) if wrong else b""
+        self.inner.fallocate(fd, mode, offset, length)
+        if left:
+            tail = self._peek(fd, size - length - offset - bs, offset)
+            self.inner.pwrite(own, (left + tail)[:size - length - offset], offset)
 
 
 class CopyRangeShortCopy(PassThrough):
@@ -234,9 +267,13 @@ class CopyRangeShortCopy(PassThrough):
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
         first = min(count, PAGE_SIZE - offset_src % PAGE_SIZE)
-        self.inner.pwrite(dst, self.inner.pread(src, first, offset_src), offset_dst)
-        if offset_dst + count > self.size(dst):
-            self.inner.ftruncate(dst, offset_dst + count)
+        size, own = self.size(dst), self._own(dst)
+        kept = self._peek(dst, count - first, offset_dst + first)
+        self.inner.copy_file_range(src, dst, count, offset_src, offset_dst)
+        if kept:
+            self.inner.pwrite(own, kept, offset_dst + first)
+        if count > first:
+            self.inner.ftruncate(own, max(size, offset_dst + count))
         return count
 
 
@@ -245,7 +282,7 @@ class SizeNotUpdatedAfterExtendingWrite(PassThrough):
     the part past the old EOF is gone."""
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        size = self.size(fd)
+        size, offset = self.size(fd), self._lands_at(fd, offset)
         if offset < size < offset + len(data):
             self.inner.pwrite(fd, data[:size - offset], offset)
             return len(data)
@@ -259,83 +296,70 @@ class ZeroRangeNotZeroingTail(PassThrough):
     extra_features = frozenset({"zero_range"})
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        if mode & ~FALLOC_FL_KEEP_SIZE != FALLOC_FL_ZERO_RANGE:
-            return self.inner.fallocate(fd, mode, offset, length)
-        size, end = self.size(fd), offset + length
-        zero_end = min(end - end % PAGE_SIZE, size)
-        if zero_end > offset:
-            self.inner.pwrite(fd, bytes(zero_end - offset), offset)
-        if not mode & FALLOC_FL_KEEP_SIZE and end > size:
-            self.inner.ftruncate(fd, end)
-        return None
+        own, end = self._own(fd), offset + length
+        tail = max(offset, end - end % PAGE_SIZE)
+        zeroes = mode & ~FALLOC_FL_KEEP_SIZE == FALLOC_FL_ZERO_RANGE and end > tail >= 0
+        kept = self._peek(fd, end - tail, tail) if zeroes else b""
+        self.inner.fallocate(fd, mode, offset, length)
+        if kept:
+            self.inner.pwrite(own, kept, tail)
 
 
 class FsyncDropsDirtyData(PassThrough):
     """Writes wait in a write-back cache; fsync writes back all but the newest dirty range
-    and then forgets them all (an off-by-one in the writeback loop)."""
+    and then forgets them all (an off-by-one in the writeback loop), so the newest write
+    since the last writeback is gone. Closing the file, truncating, fallocate, copying
+    from it and mapping it write everything back, as they should."""
 
     def __init__(self, inner: AnyFileSystem) -> None:
         super().__init__(inner)
-        self.dirty: list[tuple[int, bytes]] = []
-
-    def _cached_size(self, fd: int) -> int:
-        return max([self.size(fd), *(off + len(data) for off, data in self.dirty)])
-
-    def _writeback(self, fd: int, dirty: list[tuple[int, bytes]]) -> None:
-        for offset, data in dirty:
-            self.inner.pwrite(fd, data, offset)
-        self.dirty.clear()
+        # per inode: the newest write's offset, the bytes it replaced, the size before it
+        self.newest: dict[int, tuple[int, bytes, int]] = {}
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        self.dirty.append((offset, bytes(data)))
-        return len(data)
-
-    def pread(self, fd: int, n: int, offset: int) -> bytes:
-        n = max(0, min(n, self._cached_size(fd) - offset))
-        buf = bytearray(self.inner.pread(fd, n, offset).ljust(n, b"\0"))
-        for off, data in self.dirty:
-            lo, hi = max(off, offset), min(off + len(data), offset + n)
-            if lo < hi:
-                buf[lo - offset:hi - offset] = data[lo - off:hi - off]
-        return bytes(buf)
-
-    def fstat(self, fd: int) -> os.stat_result:
-        st = self.inner.fstat(fd)
-        fields = list(st[:10])
-        fields[6] = self._cached_size(fd)
-        return os.stat_result(fields, {"st_blksize": st.st_blksize,
-                                       "st_blocks": st.st_blocks})
+        size = self.size(fd)
+        at = self._lands_at(fd, offset)
+        old = self._peek(fd, len(data), at)
+        n = self.inner.pwrite(fd, data, offset)
+        self.newest[self._ino(fd)] = (at, old[:n], size)
+        return n
 
     def fsync(self, fd: int) -> None:
-        self._writeback(fd, self.dirty[:-1])
+        newest = self.newest.pop(self._ino(fd), None)
+        if newest is not None:
+            at, old, size = newest
+            own = self._own(fd)
+            self.inner.pwrite(own, old, at)
+            if self.size(fd) > size:
+                self.inner.ftruncate(own, size)
         self.inner.fsync(fd)
 
-    def _flush(self, fd: int) -> None:
-        self._writeback(fd, self.dirty)
+    def _written_back(self, fd: int) -> None:
+        self.newest.pop(self._ino(fd), None)
 
     def close(self, fd: int) -> None:
-        self._flush(fd)
-        self.inner.close(fd)
+        self._written_back(fd)
+        super().close(fd)
 
     def ftruncate(self, fd: int, length: int) -> None:
-        self._flush(fd)
+        self._written_back(fd)
         self.inner.ftruncate(fd, length)
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        self._flush(fd)
+        self._written_back(fd)
         self.inner.fallocate(fd, mode, offset, length)
 
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
-        self._flush(src)
+        self._written_back(src)
         return self.inner.copy_file_range(src, dst, count, offset_src, offset_dst)
 
     def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
-        self._flush(fd)
+        self._written_back(fd)
         return self.inner.mmap_read(fd, offset, length)
 
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
-        self._flush(fd)
+        self._written_back(fd)
         self.inner.mmap_write(fd, offset, data)
 
 
@@ -346,43 +370,44 @@ class MmapReadStaleAfterWrite(PassThrough):
 
     def __init__(self, inner: AnyFileSystem) -> None:
         super().__init__(inner)
-        self.pages: dict[int, bytes] = {}
+        self.pages: dict[tuple[int, int], bytes] = {}   # (inode, index): the page
 
     def mmap_read(self, fd: int, offset: int, length: int) -> bytes:
         self.inner.mmap_read(fd, offset, length)  # the target's own range checks
-        out = bytearray()
+        out, ino = bytearray(), self._ino(fd)
         for index in range(offset // PAGE_SIZE, _page_end(offset + length) // PAGE_SIZE):
-            page = self.pages.get(index)
+            page = self.pages.get((ino, index))
             if page is None:
                 page = self.inner.pread(fd, PAGE_SIZE, index * PAGE_SIZE).ljust(
                     PAGE_SIZE, b"\0")
-                self.pages[index] = page
+                self.pages[ino, index] = page
             out += page
         skip = offset % PAGE_SIZE
         return bytes(out[skip:skip + length])
 
-    def _invalidate(self, start: int, end: int | None = None) -> None:
-        first = start // PAGE_SIZE
+    def _invalidate(self, fd: int, start: int, end: int | None = None) -> None:
+        ino, first = self._ino(fd), start // PAGE_SIZE
         last = None if end is None else _page_end(end) // PAGE_SIZE
-        for index in [i for i in self.pages if i >= first and (last is None or i < last)]:
-            del self.pages[index]
+        for key in [k for k in self.pages
+                    if k[0] == ino and k[1] >= first and (last is None or k[1] < last)]:
+            del self.pages[key]
 
     def mmap_write(self, fd: int, offset: int, data: bytes) -> None:
-        self._invalidate(offset, offset + len(data))
+        self._invalidate(fd, offset, offset + len(data))
         self.inner.mmap_write(fd, offset, data)
 
     def ftruncate(self, fd: int, length: int) -> None:
-        self._invalidate(min(length, self.size(fd)))
+        self._invalidate(fd, min(length, self.size(fd)))
         self.inner.ftruncate(fd, length)
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
         shifts = mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE)
-        self._invalidate(offset, None if shifts else offset + length)
+        self._invalidate(fd, offset, None if shifts else offset + length)
         self.inner.fallocate(fd, mode, offset, length)
 
     def copy_file_range(self, src: int, dst: int, count: int, offset_src: int,
                         offset_dst: int) -> int:
-        self._invalidate(offset_dst, offset_dst + count)
+        self._invalidate(dst, offset_dst, offset_dst + count)
         return self.inner.copy_file_range(src, dst, count, offset_src, offset_dst)
 
 
@@ -393,15 +418,13 @@ class InsertRangeNoZeroFill(PassThrough):
     extra_features = frozenset({"insert_range"})
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        if mode != FALLOC_FL_INSERT_RANGE:
-            return self.inner.fallocate(fd, mode, offset, length)
-        size, bs = self.size(fd), self.blocksize
-        if offset % bs or length % bs or offset >= size:
-            raise OSError(errno.EINVAL, "insert range: unaligned or at EOF")
-        if size - offset > MOVED_IN_MEMORY:  # a sparse far tail: shifted right, and sparse
-            return self.inner.fallocate(fd, mode, offset, length)
-        self.inner.pwrite(fd, self.inner.pread(fd, size - offset, offset), offset + length)
-        return None
+        size, own = self.size(fd), self._own(fd)
+        wrong = (mode == FALLOC_FL_INSERT_RANGE and 0 <= offset < size
+                 and size - offset <= MOVED_IN_MEMORY)  # a sparse far tail: shifted right
+        old = self._peek(fd, min(length, size - offset), offset) if wrong else b""
+        self.inner.fallocate(fd, mode, offset, length)
+        if old:
+            self.inner.pwrite(own, old, offset)
 
 
 class FallocKeepSizeExtends(PassThrough):
@@ -410,14 +433,11 @@ class FallocKeepSizeExtends(PassThrough):
     extra_features = frozenset({"fallocate"})
 
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
-        if mode not in (0, FALLOC_FL_KEEP_SIZE):
-            return self.inner.fallocate(fd, mode, offset, length)
-        if offset + length > self.size(fd):
-            self.inner.ftruncate(fd, offset + length)
-        return None
+        self.inner.fallocate(fd, mode, offset, length)
+        if mode == FALLOC_FL_KEEP_SIZE and offset + length > self.size(fd):
+            self.inner.ftruncate(self._own(fd), offset + length)
 
 
-# -- one-line bugs in the folio-cached file system -----------------------------------------
 class EvictionDropsDirtyFolios(CachedFS):
     """Reclaim frees a dirty folio without writing it back."""
 
