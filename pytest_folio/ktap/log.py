@@ -20,7 +20,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from pytest_folio.inputs import excerpt, read_limited
+from pytest_folio.inputs import excerpt, printable, read_limited
 
 # The directives KTAP names; any other word after "#" is diagnostic data.
 DIRECTIVES = ("SKIP", "TODO", "XFAIL", "TIMEOUT", "ERROR")
@@ -99,7 +99,8 @@ class _Group:
 def _lines(text: str) -> list[_Line]:
     out = []
     for number, raw in enumerate(text.splitlines(), 1):
-        raw = raw[:MAX_LINE_CHARS].rstrip().replace("\t", "    ")
+        # control characters escaped: names and diagnostics reach the terminal
+        raw = printable(raw[:MAX_LINE_CHARS].rstrip().replace("\t", "    "), keep="")
         stamp = None
         m = _TIMESTAMP.match(raw)
         if m:

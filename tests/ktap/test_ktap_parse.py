@@ -245,3 +245,13 @@ def test_a_log_that_skips_everything_says_why() -> None:
     assert (plan.outcome, plan.reason) == ("skipped", "no THP support")
     [plan] = parse("KTAP version 1\n1..0\n")
     assert (plan.outcome, plan.reason) == ("skipped", "the log ran no test")
+
+
+def test_control_characters_in_names_and_diagnostics_are_escaped() -> None:
+    """A log's names reach the terminal as item ids: an escape sequence there could
+    recolour or retitle it."""
+    [test] = parse("KTAP version 1\n1..1\n# pos \x1b]0;owned\x07 here\n"
+                   "not ok 1 b\x1b[31m # x\x08\n")
+    assert test.name == "b\\x1b[31m"
+    assert test.reason == "x\\x08"
+    assert test.diagnostics == ["pos \\x1b]0;owned\\x07 here"]
