@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from pytest_folio.inputs import printable, regular_file
 from pytest_folio.vm import Progress, Run, VMError, entry_name, last_error, publish, run_tool
 from pytest_folio.vm.apt import (
     DEFAULT_META_PACKAGE,
@@ -193,9 +194,11 @@ def _add_modules_dep(kernel: Kernel, tree: Path, run: Run) -> None:
 
 def user_kernel(image: Path, modules: Path | None) -> Kernel:
     """``--kernel IMAGE [--modules DIR]``: check both and find the release string."""
-    if not image.is_file():
-        raise VMError(f"--kernel {image}: no such file")
-    head = image.read_bytes()[:0x10000]
+    why = regular_file(image, "a kernel image")
+    if why is not None:
+        raise VMError(f"--kernel {printable(str(image), keep='')}: {why}")
+    with image.open("rb") as f:     # the header only: an image is megabytes
+        head = f.read(0x10000)
     release = bzimage_release(head)
     if modules is not None:
         modules = _module_dir(modules, release)

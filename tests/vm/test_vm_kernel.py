@@ -166,6 +166,11 @@ def test_bzimage_release_and_user_kernel(tmp_path: Path) -> None:
 def test_user_kernel_bad_input(tmp_path: Path) -> None:
     with pytest.raises(VMError, match=r"^--kernel .*nope: no such file$"):
         user_kernel(tmp_path / "nope", None)
+    with pytest.raises(VMError, match=r"^--kernel /dev/zero: is a character device, not a "
+                                      r"kernel image$"):
+        user_kernel(Path("/dev/zero"), None)
+    with pytest.raises(VMError, match=r"^--kernel .*: is a directory, not a kernel image$"):
+        user_kernel(tmp_path, None)
     junk = tmp_path / "junk"
     junk.write_bytes(b"hello" * 100)
     with pytest.raises(VMError, match="neither a bzImage nor an ELF vmlinux"):
