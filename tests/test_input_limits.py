@@ -240,6 +240,14 @@ def test_option_files_of_the_wrong_kind_are_one_line(tmp_path: Path,
     assert host is not None
     assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--mem", "100000000"], capsys) == (
         f"--mem 100000000 MiB is more than this host's memory and swap ({host >> 20} MiB)")
+    guests = host // (1024 << 20) + 1
+    assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--guests", str(guests)],
+                     capsys) == (
+        f"{guests} guests of --mem 1024 MiB need more than this host's memory and swap "
+        f"({host >> 20} MiB): fewer guests, a smaller --mem, or some on other machines "
+        "with --host")
+    assert _vm_error(["--cache-dir", str(tmp_path / "c"), "--cpus", "999"], capsys) == (
+        "--cpus 999: qemu's q35 machine takes at most 288")
 
 
 @pytest.mark.parametrize("how", ["others-write", "other-owner", "symlink"])

@@ -27,6 +27,7 @@ from pytest_folio.vm.matrix import GuestSpec, HostSpec, check_guest_specs, check
 from pytest_folio.vm.powercut import default_args
 from pytest_folio.vm.selftests import parse_ktap_tests
 
+MAX_GUEST_CPUS = 288        # qemu's q35 machine's limit
 MIN_GUEST_MEM = 384 << 20  # kernel, Python and pytest, besides the devices' page cache
 
 
@@ -395,6 +396,14 @@ def check_options(args: argparse.Namespace) -> VMOptions:
                            f"with host={idle[0]} in their --guest SPEC")
     if specs:
         check_matrix_options(args, guests, power_cut, ktap, interleave, build)
+    here = guests or sum(1 for spec in specs if spec.host is None)
+    if host is not None and here > 1 and here * (args.mem << 20) > host:
+        raise CommandError(f"{here} guests of --mem {args.mem} MiB need more than this "
+                           f"host's memory and swap ({host >> 20} MiB): fewer guests, a "
+                           "smaller --mem, or some on other machines with --host")
+    if args.cpus > MAX_GUEST_CPUS:
+        raise CommandError(f"--cpus {args.cpus}: qemu's q35 machine takes at most "
+                           f"{MAX_GUEST_CPUS}")
     if power_cut and not pytest_args:
         pytest_args = default_args(args.fs)
     return VMOptions(
