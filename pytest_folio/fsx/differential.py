@@ -3,8 +3,9 @@ compared (``--folio-fs-oracle``, on by default against a user's target, and the
 project's own reference-against-kernel tests).
 
 :func:`supported` decides, in one place, which operation families a target has (its
-features, :func:`~pytest_folio.targets.capabilities.features_of`, and what only a probe
-tells: whether its directories work, how far its files reach).
+features, :func:`~pytest_folio.targets.capabilities.working_features`, and what only a
+probe tells: which fallocate modes work, whether its directories work, how far its files
+reach).
 :func:`generate` makes a target-independent sequence from a seed over every call of the
 FileSystem protocol (:data:`CALLS`: a test checks that none is missing) within those
 families: every open-flag combination, several descriptors on one file, names with and
@@ -55,7 +56,7 @@ from pytest_folio.linux.uapi import (
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.answers import FS_RULES, AnswerError, answering
-from pytest_folio.targets.capabilities import features_of
+from pytest_folio.targets.capabilities import working_features
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
     DropCaches,
@@ -171,13 +172,14 @@ def copy_all(fs: AnyFileSystem, src: int, dst: int, count: int, offset_src: int,
 
 
 def supported(fs: AnyFileSystem) -> frozenset[str]:
-    """The operation families ``fs`` has: its features (:func:`features_of`: the
+    """The operation families ``fs`` has: its features (:func:`working_features`: the
     optional calls it has, ``drop_caches`` and ``directories`` among them, narrowed by
-    its ``features``), less ``directories`` when its mkdir says EOPNOTSUPP, with
+    its ``features`` or, without them, by the fallocate modes and copies it answers
+    EOPNOTSUPP for), less ``directories`` when its mkdir says EOPNOTSUPP, with
     ``rename_directories`` unless a directory's rename does, and the far offsets its
     files reach (:func:`_file_sizes`), each probed on a scratch name removed again.
     The one place this is decided; nothing of a family ``fs`` lacks is ever sent to it."""
-    have = set(features_of(fs))
+    have = set(working_features(fs))
     if "directories" in have:
         if errno_of(lambda: fs.mkdir(_PROBE)) == errno.EOPNOTSUPP:
             have.discard("directories")
@@ -892,12 +894,18 @@ def first_difference(ours: bytes, theirs: bytes, base: int, sent: list[Op]) -> s
 
 
 # errnos POSIX leaves to the file system: a directory renamed over a non-empty one is
-# ENOTEMPTY or EEXIST (XFS answers EEXIST, tmpfs and ext4 ENOTEMPTY)
-_EITHER = {"rename": {"ENOTEMPTY", "EEXIST"}}
+# ENOTEMPTY or EEXIST (XFS answers EEXIST, tmpfs and ext4 ENOTEMPTY), and so is rmdir of
+# a non-empty directory (rmdir(2): "POSIX.1 also allows EEXIST")
+_EITHER = {"rename": {"ENOTEMPTY", "EEXIST"}, "rmdir": {"ENOTEMPTY", "EEXIST"}}
 
 
 def _same_choice(op: Op, a: Outcome, b: Outcome) -> bool:
-    """Whether two errors are one answer where POSIX lets the file system choose."""
+    """Whether two errors are one answer where POSIX lets the file system choose. Also
+    ftruncate of a descriptor not open for writing (or of a directory, which never is):
+    EINVAL on Linux, EBADF or EINVAL by POSIX (truncate(2)); a negative length is
+    EINVAL only, and a descriptor that is not open EBADF only."""
+    if op[0] == "ftruncate":
+        return (b[1], a[1]) == ("EINVAL", "EBADF") and op[2] >= 0
     either = _EITHER.get(op[0], set())
     return a[1] in either and b[1] in either
 
