@@ -53,7 +53,7 @@ from pytest_folio.linux.uapi import (
     FALLOC_FL_ZERO_RANGE,
     FALLOC_MODE_FEATURE,
 )
-from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
+from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX, name_too_long
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.answers import FS_RULES, AnswerError, answering
 from pytest_folio.targets.capabilities import working_features
@@ -77,9 +77,12 @@ DIRS = ["d", "d/e", "g"]
 FLAT = ["a", "b", "c"]              # the names of a target without directories
 # names from NAME_MAX - 1 to NAME_MAX + 1 bytes (ENAMETOOLONG), two of 241 bytes that
 # differ only in their last (a name cache keyed by a prefix, or names cut short, mix
-# them), and one of 100 between the short names and those
+# them), one of 100 between the short names and those, and two of two-byte characters,
+# NAME_MAX and NAME_MAX + 1 bytes in 128 characters (NAME_MAX counts bytes, not
+# Python's characters)
 LONG_NAMES = ["m" * (NAME_MAX - 1), "n" * NAME_MAX, "o" * (NAME_MAX + 1),
-              "p" * 240 + "1", "p" * 240 + "2", "q" * 100]
+              "p" * 240 + "1", "p" * 240 + "2", "q" * 100,
+              "\u00e9" * (NAME_MAX // 2) + "r", "\u00e9" * (NAME_MAX // 2 + 1)]
 FAR = [1 << 32, 1 << 44]            # 4 GiB (32-bit offsets), 16 TiB (32-bit page indexes)
 BIG = 1 << 20                       # a bulk transfer: files of several MiB pass any cache
 NEAR = 8 << 20                      # the final comparison reads files up to here, and...
@@ -273,7 +276,7 @@ class _Gen:
     def opened(self, slot: int, name: str, flags: int) -> None:
         """Guess whether an open succeeds: a top-level file, created or made before."""
         if ("/" not in name and not flags & (os.O_EXCL | os.O_DIRECTORY)
-                and len(name) <= NAME_MAX
+                and not name_too_long(name)
                 and (flags & os.O_CREAT or name in self.made)):
             self.live[slot] = flags
             self.made.add(name)
@@ -302,7 +305,7 @@ class _Gen:
             base = rnd.choice(FILES)
         # no trailing slash on a name over NAME_MAX: open(O_CREAT) of one is EISDIR in
         # Linux (the slash is checked before the lookup), ENAMETOOLONG in the reference
-        slash = rnd.random() < .07 and len(base.rsplit("/", 1)[-1]) <= NAME_MAX
+        slash = rnd.random() < .07 and not name_too_long(base.rsplit("/", 1)[-1])
         return base + "/" if slash else base
 
     def flags(self) -> int:
@@ -780,7 +783,7 @@ class Runner:
             nested = old.startswith(new + "/") or new.startswith(old + "/")
             # Linux looks a name's length up with the name (simple_lookup): the source's
             # ENOENT comes before the target's ENAMETOOLONG; the reference walks both first
-            too_long = any(len(part) > NAME_MAX for name in args for part in name.split("/"))
+            too_long = any(name_too_long(part) for name in args for part in name.split("/"))
             return too_long or (nested and any(name.endswith("/") for name in args))
         rng = _range(op)
         if rng is None or kind == "ftruncate":
