@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import cast
 
 from pytest_folio.linux.uapi import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE
-from pytest_folio.targets.capabilities import working_features
+from pytest_folio.targets.capabilities import features_of
 from pytest_folio.targets.protocols import (
     CopyFileRange,
     Fallocate,
@@ -118,7 +118,7 @@ def data_of(op: FsOp) -> bytes:
 def powercut_features(fs: object) -> frozenset[str]:
     """The calls beyond pwrite a run may dirty data with on ``fs``: ``mmap``,
     ``copy_range`` and the fallocate features it offers."""
-    return working_features(fs) & {"mmap", "copy_range", *(f for _, f in FALLOCATE_MODES)}
+    return features_of(fs) & {"mmap", "copy_range", *(f for _, f in FALLOCATE_MODES)}
 
 
 def fs_powercut_ops(seed: int, rounds: int, schedule: str,
