@@ -29,10 +29,12 @@ from pytest_folio.targets.capabilities import (
     signature_problem,
     table,
     takes_readonly,
+    working_features,
 )
 from pytest_folio.terminal.textwidth import WIDTH
 from tests.helpers import CHECKOUT, subprocess_env
 from tests.helpers.mtd_devices import FolioCacheMTD, RamMTD
+from tests.helpers.usual_python import PosixChoicesFS, UsualFS
 
 # Protocols that are not optional calls: the cores, the static type of code that may
 # make any call, the type of an attribute of one (HasStats.stats), and the narrowing
@@ -140,6 +142,18 @@ def test_features_come_from_the_declaration_and_narrow_only_the_narrowable() -> 
     finally:
         fs.umount()
         fs.memory.release()
+
+
+def test_working_features_drop_the_modes_a_target_answers_eopnotsupp_for() -> None:
+    """A target without ``features`` whose fallocate refuses some modes with EOPNOTSUPP,
+    as tmpfs does, is not asked for them; nothing of the probe stays behind."""
+    fs = PosixChoicesFS(4096)
+    assert {"zero_range", "collapse_range", "insert_range"} <= features_of(fs)
+    assert working_features(fs) == features_of(fs) - {"zero_range", "collapse_range",
+                                                      "insert_range"}
+    assert list(fs.listdir("")) == []
+    listed = UsualFS(4096)                 # lists its features: taken at its word
+    assert working_features(listed) == features_of(listed)
 
 
 class _Core:

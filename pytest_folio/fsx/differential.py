@@ -3,8 +3,9 @@ compared (``--folio-fs-oracle``, on by default against a user's target, and the
 project's own reference-against-kernel tests).
 
 :func:`supported` decides, in one place, which operation families a target has (its
-features, :func:`~pytest_folio.targets.capabilities.features_of`, and what only a probe
-tells: whether its directories work, how far its files reach).
+features, :func:`~pytest_folio.targets.capabilities.working_features`, and what only a
+probe tells: which fallocate modes work, whether its directories work, how far its files
+reach).
 :func:`generate` makes a target-independent sequence from a seed over every call of the
 FileSystem protocol (:data:`CALLS`: a test checks that none is missing) within those
 families: every open-flag combination, several descriptors on one file, names with and
@@ -52,10 +53,10 @@ from pytest_folio.linux.uapi import (
     FALLOC_FL_ZERO_RANGE,
     FALLOC_MODE_FEATURE,
 )
-from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX
+from pytest_folio.model.vfs import MAX_LFS_FILESIZE, NAME_MAX, name_too_long
 from pytest_folio.shrink import ddmin
 from pytest_folio.targets.answers import FS_RULES, AnswerError, answering
-from pytest_folio.targets.capabilities import features_of
+from pytest_folio.targets.capabilities import working_features
 from pytest_folio.targets.protocols import (
     AnyFileSystem,
     DropCaches,
@@ -76,9 +77,12 @@ DIRS = ["d", "d/e", "g"]
 FLAT = ["a", "b", "c"]              # the names of a target without directories
 # names from NAME_MAX - 1 to NAME_MAX + 1 bytes (ENAMETOOLONG), two of 241 bytes that
 # differ only in their last (a name cache keyed by a prefix, or names cut short, mix
-# them), and one of 100 between the short names and those
+# them), one of 100 between the short names and those, and two of two-byte characters,
+# NAME_MAX and NAME_MAX + 1 bytes in 128 characters (NAME_MAX counts bytes, not
+# Python's characters)
 LONG_NAMES = ["m" * (NAME_MAX - 1), "n" * NAME_MAX, "o" * (NAME_MAX + 1),
-              "p" * 240 + "1", "p" * 240 + "2", "q" * 100]
+              "p" * 240 + "1", "p" * 240 + "2", "q" * 100,
+              "\u00e9" * (NAME_MAX // 2) + "r", "\u00e9" * (NAME_MAX // 2 + 1)]
 FAR = [1 << 32, 1 << 44]            # 4 GiB (32-bit offsets), 16 TiB (32-bit page indexes)
 BIG = 1 << 20                       # a bulk transfer: files of several MiB pass any cache
 NEAR = 8 << 20                      # the final comparison reads files up to here, and...
@@ -171,13 +175,14 @@ def copy_all(fs: AnyFileSystem, src: int, dst: int, count: int, offset_src: int,
 
 
 def supported(fs: AnyFileSystem) -> frozenset[str]:
-    """The operation families ``fs`` has: its features (:func:`features_of`: the
+    """The operation families ``fs`` has: its features (:func:`working_features`: the
     optional calls it has, ``drop_caches`` and ``directories`` among them, narrowed by
-    its ``features``), less ``directories`` when its mkdir says EOPNOTSUPP, with
+    its ``features`` or, without them, by the fallocate modes and copies it answers
+    EOPNOTSUPP for), less ``directories`` when its mkdir says EOPNOTSUPP, with
     ``rename_directories`` unless a directory's rename does, and the far offsets its
     files reach (:func:`_file_sizes`), each probed on a scratch name removed again.
     The one place this is decided; nothing of a family ``fs`` lacks is ever sent to it."""
-    have = set(features_of(fs))
+    have = set(working_features(fs))
     if "directories" in have:
         if errno_of(lambda: fs.mkdir(_PROBE)) == errno.EOPNOTSUPP:
             have.discard("directories")
@@ -271,7 +276,7 @@ class _Gen:
     def opened(self, slot: int, name: str, flags: int) -> None:
         """Guess whether an open succeeds: a top-level file, created or made before."""
         if ("/" not in name and not flags & (os.O_EXCL | os.O_DIRECTORY)
-                and len(name) <= NAME_MAX
+                and not name_too_long(name)
                 and (flags & os.O_CREAT or name in self.made)):
             self.live[slot] = flags
             self.made.add(name)
@@ -300,7 +305,7 @@ class _Gen:
             base = rnd.choice(FILES)
         # no trailing slash on a name over NAME_MAX: open(O_CREAT) of one is EISDIR in
         # Linux (the slash is checked before the lookup), ENAMETOOLONG in the reference
-        slash = rnd.random() < .07 and len(base.rsplit("/", 1)[-1]) <= NAME_MAX
+        slash = rnd.random() < .07 and not name_too_long(base.rsplit("/", 1)[-1])
         return base + "/" if slash else base
 
     def flags(self) -> int:
@@ -778,7 +783,7 @@ class Runner:
             nested = old.startswith(new + "/") or new.startswith(old + "/")
             # Linux looks a name's length up with the name (simple_lookup): the source's
             # ENOENT comes before the target's ENAMETOOLONG; the reference walks both first
-            too_long = any(len(part) > NAME_MAX for name in args for part in name.split("/"))
+            too_long = any(name_too_long(part) for name in args for part in name.split("/"))
             return too_long or (nested and any(name.endswith("/") for name in args))
         rng = _range(op)
         if rng is None or kind == "ftruncate":
@@ -892,12 +897,18 @@ def first_difference(ours: bytes, theirs: bytes, base: int, sent: list[Op]) -> s
 
 
 # errnos POSIX leaves to the file system: a directory renamed over a non-empty one is
-# ENOTEMPTY or EEXIST (XFS answers EEXIST, tmpfs and ext4 ENOTEMPTY)
-_EITHER = {"rename": {"ENOTEMPTY", "EEXIST"}}
+# ENOTEMPTY or EEXIST (XFS answers EEXIST, tmpfs and ext4 ENOTEMPTY), and so is rmdir of
+# a non-empty directory (rmdir(2): "POSIX.1 also allows EEXIST")
+_EITHER = {"rename": {"ENOTEMPTY", "EEXIST"}, "rmdir": {"ENOTEMPTY", "EEXIST"}}
 
 
 def _same_choice(op: Op, a: Outcome, b: Outcome) -> bool:
-    """Whether two errors are one answer where POSIX lets the file system choose."""
+    """Whether two errors are one answer where POSIX lets the file system choose. Also
+    ftruncate of a descriptor not open for writing (or of a directory, which never is):
+    EINVAL on Linux, EBADF or EINVAL by POSIX (truncate(2)); a negative length is
+    EINVAL only, and a descriptor that is not open EBADF only."""
+    if op[0] == "ftruncate":
+        return (b[1], a[1]) == ("EINVAL", "EBADF") and op[2] >= 0
     either = _EITHER.get(op[0], set())
     return a[1] in either and b[1] in either
 

@@ -33,6 +33,12 @@ MAX_LFS_FILESIZE = (1 << 63) - 1        # a 64-bit kernel's, and ramfs's and tmp
 ULONG_MAX = SIZE_MAX = (1 << 64) - 1    # a 64-bit kernel's unsigned long and size_t
 LOFF_MIN, LOFF_MAX = -(1 << 63), (1 << 63) - 1      # loff_t
 
+
+def name_too_long(name: str) -> bool:
+    """Whether a path component is over NAME_MAX, which counts the bytes the kernel
+    gets (os.fsencode's: UTF-8, two bytes for an 'é'), not Python's characters."""
+    return len(name) > NAME_MAX // 4 and len(os.fsencode(name)) > NAME_MAX
+
 # include/uapi/linux/falloc.h, the modes vfs_fallocate knows but the FileSystem protocol
 # does not use
 FALLOC_FL_UNSHARE_RANGE = 0x40
@@ -146,7 +152,7 @@ class Vfs(ABC):
     def _step(self, directory: Inode, name: str, path: str) -> Inode:
         if directory.children is None:
             raise_errno(errno.ENOTDIR, path)
-        if len(name) > NAME_MAX:
+        if name_too_long(name):
             raise_errno(errno.ENAMETOOLONG, path)
         if name == ".":
             return directory
@@ -172,7 +178,7 @@ class Vfs(ABC):
         name = parts[-1]
         if directory.children is None:
             raise_errno(errno.ENOTDIR, path)
-        if len(name) > NAME_MAX and lookup:
+        if lookup and name_too_long(name):
             raise_errno(errno.ENAMETOOLONG, path)
         if name in (".", ".."):
             return directory, name, self._step(directory, name, path), trailing
@@ -509,11 +515,11 @@ class Vfs(ABC):
         dparent, dname, dinode, dtrailing = self._walk(dst, lookup=False)
         if sname in ("", ".", "..") or dname in ("", ".", ".."):    # not LAST_NORM
             raise_errno(errno.EBUSY, what)
-        if len(sname) > NAME_MAX:
+        if name_too_long(sname):
             raise_errno(errno.ENAMETOOLONG, what)
         if sinode is None:
             raise_errno(errno.ENOENT, what)
-        if len(dname) > NAME_MAX:
+        if name_too_long(dname):
             raise_errno(errno.ENAMETOOLONG, what)
         if not sinode.is_dir and (strailing or dtrailing):
             raise_errno(errno.ENOTDIR, what)

@@ -14,12 +14,16 @@ a target's calls against the protocols, as a call would use them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import inspect
+import os
 import typing
 from collections.abc import Callable
 from typing import Any
 
+from pytest_folio.linux.uapi import FALLOC_FEATURE_MODE
 from pytest_folio.targets.protocols import (
     ChunkedMTD,
     CopyFileRange,
@@ -223,6 +227,48 @@ def features_of(fs: object) -> frozenset[str]:
             and supports(fs, c.protocol) for feature in c.features}
     if isinstance(fs, HasFeatures):
         have -= FS_FEATURES - frozenset(fs.features)
+    return frozenset(have)
+
+
+# What a file system answers for a fallocate mode or copy it has the call for but not
+# the mode (tmpfs: collapse, insert and zero range), as fsx's probe takes it.
+UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOTTY})
+_PROBE_NAME = ".folio-feature-probe"
+
+
+def working_features(fs: Any) -> frozenset[str]:
+    """:func:`features_of`, less the fallocate modes and ``copy_range`` that a target
+    which does not list its ``features`` answers with EOPNOTSUPP (or ENOSYS) on a
+    scratch file, as Linux file systems answer for a mode they lack; that scratch file
+    is removed again. A target listing ``features`` is taken at its word."""
+    have = set(features_of(fs))
+    probes = [f for f in (*FALLOC_FEATURE_MODE, "copy_range") if f in have]
+    if isinstance(fs, HasFeatures) or not probes:
+        return frozenset(have)
+    bs = fs.blocksize
+    try:
+        fd = fs.open(_PROBE_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    except OSError:
+        return frozenset(have)
+    try:
+        for feature in probes:
+            try:
+                fs.ftruncate(fd, 0)
+                fs.pwrite(fd, b"\xa5" * (4 * bs), 0)
+                if feature == "copy_range":
+                    fs.copy_file_range(fd, fd, bs, 0, 2 * bs)
+                else:
+                    fs.fallocate(fd, FALLOC_FEATURE_MODE[feature], bs, bs)
+            except OSError as exc:
+                if exc.errno in UNSUPPORTED_ERRNOS:
+                    have.discard(feature)
+                    if feature == "fallocate":     # no fallocate at all: no mode either
+                        have -= set(FALLOC_FEATURE_MODE)
+    finally:
+        with contextlib.suppress(OSError):
+            fs.close(fd)
+        with contextlib.suppress(OSError):
+            fs.unlink(_PROBE_NAME)
     return frozenset(have)
 
 

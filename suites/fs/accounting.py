@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pytest_folio.linux.constants import PAGE_SIZE
 from pytest_folio.linux.uapi import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE
 from pytest_folio.suites.fs.base import RDWR_CREAT, _Base, need, pattern
-from pytest_folio.targets.capabilities import features_of
+from pytest_folio.targets.capabilities import working_features
 from pytest_folio.targets.protocols import AnyFileSystem
 
 
@@ -32,7 +32,7 @@ class FsAccounting(_Base):
             ("truncate down", lambda: filesystem.ftruncate(fd, PAGE_SIZE + 1), PAGE_SIZE + 1),
             ("truncate up", lambda: filesystem.ftruncate(fd, 3 * bs - 1), 3 * bs - 1),
             ("fsync", lambda: filesystem.fsync(fd), 3 * bs - 1)]
-        features = features_of(filesystem)
+        features = working_features(filesystem)
         if "mmap" in features:
             steps.append(("mapped write", lambda: filesystem.mmap_write(fd, 10, b"m" * 100),
                           3 * bs - 1))

@@ -14,7 +14,7 @@ from pytest_folio.bytescmp import first_difference
 from pytest_folio.errors import errno_of
 from pytest_folio.fixtures.fs import REPRODUCE
 from pytest_folio.linux.constants import PAGE_SIZE
-from pytest_folio.targets.capabilities import features_of, supports
+from pytest_folio.targets.capabilities import supports, working_features
 from pytest_folio.targets.protocols import AnyFileSystem, Directories
 
 RDWR_CREAT = os.O_RDWR | os.O_CREAT
@@ -27,7 +27,7 @@ def pattern(n: int, tag: int) -> bytes:
 
 
 def need(fs: AnyFileSystem, *features: str) -> None:
-    have = features_of(fs)
+    have = working_features(fs)
     missing = [f for f in features if f not in have]
     if missing:
         pytest.skip(f"{type(fs).__name__} does not support {', '.join(missing)}")

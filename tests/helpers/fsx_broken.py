@@ -28,7 +28,7 @@ from pytest_folio.targets.protocols import (
     FALLOC_FL_ZERO_RANGE,
     AnyFileSystem,
 )
-from tests.helpers.fsx_cachedfs import CachedFS, Folio, Inode, OpenFile
+from tests.helpers.fsx_cachedfs import NAME_MAX, CachedFS, Folio, Inode, OpenFile, fail
 
 JUNK = 0xA5
 # the broken collapse and insert ranges move a file's tail through memory, as bytes; a
@@ -1129,6 +1129,16 @@ class NameMaxPlusOneAccepted(CachedFS):
         CachedFS.check_name(part[:-1], path)
 
 
+class NameMaxCountsCharacters(CachedFS):
+    """The NAME_MAX check counts Python's characters, not the bytes the kernel gets: a
+    name of 128 two-byte characters (256 bytes) is accepted instead of ENAMETOOLONG."""
+
+    @staticmethod
+    def check_name(part: str, path: str) -> None:
+        if len(part) > NAME_MAX:
+            raise fail(errno.ENAMETOOLONG, path)
+
+
 class DcacheKeyedByA128BytePrefix(CachedFS):
     """The name cache keys a lookup by the first 128 bytes of the path: names that share
     a long prefix find the file looked up first."""
@@ -1202,7 +1212,7 @@ UNNAMED_BUGS: tuple[type[CachedFS], ...] = (
 RANGE_BUGS: tuple[type[CachedFS], ...] = (
     LargeFolioWritebackStopsAt128K, LongWriteLosesItsTail, ZeroWriteOverEvictedDataSkipped,
     LongNamesCutTo200Bytes, NameMaxPlusOneAccepted, DcacheKeyedByA128BytePrefix,
-    FsyncWritesOnlyItsOwnDescriptorsData,
+    FsyncWritesOnlyItsOwnDescriptorsData, NameMaxCountsCharacters,
 )
 
 

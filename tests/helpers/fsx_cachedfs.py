@@ -105,8 +105,9 @@ class CachedFS:
 
     @staticmethod
     def check_name(part: str, path: str) -> None:
-        """ENAMETOOLONG for a name longer than NAME_MAX, checked as the walk reaches it."""
-        if len(part) > NAME_MAX:
+        """ENAMETOOLONG for a name longer than NAME_MAX bytes (as the kernel gets them:
+        UTF-8), checked as the walk reaches it."""
+        if len(os.fsencode(part)) > NAME_MAX:
             raise fail(errno.ENAMETOOLONG, path)
 
     @staticmethod

@@ -10,6 +10,16 @@ must pass on them (``--folio-fs=tests.helpers.usual_python:UsualFS``,
 
 from __future__ import annotations
 
+import errno
+from typing import Any
+
+from pytest_folio.linux.uapi import (
+    FALLOC_FL_COLLAPSE_RANGE,
+    FALLOC_FL_INSERT_RANGE,
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_ZERO_RANGE,
+)
+from pytest_folio.model.vfs import MAX_LFS_FILESIZE
 from tests.helpers.fsx_powercut import PowerCutFS
 from tests.helpers.mtd_devices import PowerCutMTD
 
@@ -114,3 +124,63 @@ class MemoryviewMTD(UsualMTD):
 
     def read(self, offset: int, length: int) -> memoryview:  # type: ignore[override]
         return memoryview(bytes(super().read(offset, length)))
+
+
+# the fallocate modes tmpfs answers EOPNOTSUPP for (shmem_fallocate), after the VFS's checks
+_TMPFS_LACKS = (FALLOC_FL_ZERO_RANGE, FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE)
+
+
+class PosixChoicesFS:
+    """A correct file system that takes the choices Linux's man pages and POSIX leave
+    open, and lists no ``features``: its fallocate knows the modes tmpfs knows and
+    answers EOPNOTSUPP for the others (as tmpfs does, after vfs_fallocate's checks), a
+    non-empty directory is EEXIST for rmdir and rename (rmdir(2), rename(2)), and
+    ftruncate of a descriptor not open for writing is EBADF (truncate(2)). UsualFS
+    underneath, behind ``__getattr__``, so that its ``features`` do not show."""
+
+    def __init__(self, blocksize: int = 4096, root: str | None = None, *,
+                 cache_bytes: int = 1 << 20) -> None:
+        self._fs = UsualFS(blocksize, root, cache_bytes=cache_bytes)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "features":
+            raise AttributeError(name)
+        return getattr(self._fs, name)
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        op = mode & ~FALLOC_FL_KEEP_SIZE
+        if op in _TMPFS_LACKS:
+            self._fs.fstat(fd)                       # EBADF
+            if offset < 0 or length <= 0:
+                raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+            if op != FALLOC_FL_ZERO_RANGE and mode & FALLOC_FL_KEEP_SIZE:
+                raise OSError(errno.EOPNOTSUPP, "fallocate: mode with KEEP_SIZE")
+            self._fs.pwrite(fd, b"", 0)              # EBADF: not open for writing
+            if offset + length > MAX_LFS_FILESIZE:
+                raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+            raise OSError(errno.EOPNOTSUPP, "fallocate: mode not supported")
+        self._fs.fallocate(fd, mode, offset, length)
+
+    def rmdir(self, path: str) -> None:
+        try:
+            self._fs.rmdir(path)
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+            raise OSError(errno.EEXIST, f"rmdir {path!r}: not empty") from None
+
+    def rename(self, src: str, dst: str) -> None:
+        try:
+            self._fs.rename(src, dst)
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+            raise OSError(errno.EEXIST, f"rename to {dst!r}: not empty") from None
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        try:
+            self._fs.ftruncate(fd, length)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or length < 0:
+                raise
+            raise OSError(errno.EBADF, "ftruncate: not open for writing") from None

@@ -23,6 +23,13 @@ RUNS = {
     "mtd-memoryview": ("--folio-mtd=tests.helpers.usual_python:MemoryviewMTD",
                        "--folio-orders=2", "-k",
                        "(mtd_fsx or mtd_read) and not hypothesis"),
+    # the choices POSIX leaves (EEXIST, EBADF, fallocate modes answered EOPNOTSUPP
+    # without a `features` list): where they are compared, at one block size (the full
+    # default run at every size passes too; its CPU is not needed to show them)
+    "fs-posix": ("--folio-fs=tests.helpers.usual_python:PosixChoicesFS",
+                 "--folio-block-sizes=64K", "-k",
+                 "not mtd and not cache and (differential or range or non_empty "
+                 "or read_only_descriptor)"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -31,11 +38,12 @@ MUST_PASS = {
            "test_fs_powercut.py"),
     "mtd": ("test_mtd_fsx.py", "test_mtd_read.py", "test_mtd_powercut.py"),
     "mtd-memoryview": ("test_mtd_fsx.py",),
+    "fs-posix": ("test_fs_differential.py", "test_fs_semantics.py"),
 }
 
 
 # two seeds each; the memoryview device is the mtd one with other reads: one seed
-CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3)]
+CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
