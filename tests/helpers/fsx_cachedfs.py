@@ -167,10 +167,8 @@ class CachedFS:
         if folio is not None:
             self.cache.move_to_end(key)
             return folio
-        data = bytearray(self.blocksize)
-        if read:
-            self.read_folio(inode, index, data)
-        folio = Folio(inode, index, data)
+        folio = Folio(inode, index, self.read_folio(inode, index) if read
+                      else bytearray(self.blocksize))
         self.cache[key] = folio
         while len(self.cache) > self.cache_folios:
             self.reclaim(next(iter(self.cache.values())))
@@ -183,10 +181,10 @@ class CachedFS:
     def key(self, inode: Inode, index: int) -> tuple[int, int]:
         return inode.ino, index
 
-    def read_folio(self, inode: Inode, index: int, data: bytearray) -> None:
+    def read_folio(self, inode: Inode, index: int) -> bytearray:
+        """A new folio's data: a copy of the block, zeroes for a hole."""
         block = inode.store.get(index)
-        if block is not None:
-            data[:] = block
+        return bytearray(self.blocksize) if block is None else bytearray(block)
 
     def evict(self, folio: Folio) -> None:
         if folio.dirty:
@@ -216,16 +214,16 @@ class CachedFS:
     # -- data ----------------------------------------------------------------------------
     def read_range(self, inode: Inode, offset: int, n: int) -> bytes:
         """``n`` bytes from ``offset`` through the cache, not clipped at EOF."""
-        out = bytearray()
+        parts = []        # views of the folios' data, copied once by the join
         bs = self.blocksize
         while n > 0:
             start = offset % bs
             chunk = min(n, bs - start)
             folio = self.get_folio(inode, offset // bs)
-            out += folio.data[start:start + chunk]
+            parts.append(memoryview(folio.data)[start:start + chunk])
             offset += chunk
             n -= chunk
-        return bytes(out)
+        return b"".join(parts)
 
     def read_len(self, inode: Inode, n: int, offset: int) -> int:
         """How much of a read of ``n`` at ``offset`` the file holds."""
@@ -236,12 +234,13 @@ class CachedFS:
         mark = mark or self.mark_dirty
         bs = self.blocksize
         done = 0
+        source = memoryview(data)       # slices of it are not copies
         while done < len(data):
             pos = offset + done
             start = pos % bs
             chunk = min(len(data) - done, bs - start)
             folio = self.get_folio(inode, pos // bs, read=not self.covers(start, chunk))
-            folio.data[start:start + chunk] = data[done:done + chunk]
+            folio.data[start:start + chunk] = source[done:done + chunk]
             mark(folio)
             done += chunk
         return done
@@ -382,8 +381,9 @@ class CachedFS:
 
     def blocks(self, inode: Inode) -> int:
         """st_blocks: 512-byte units of the blocks stored or dirty in the cache."""
-        held = set(inode.store) | {f.index for f in self.cached(inode) if f.dirty}
-        return len(held) * self.blocksize // 512
+        store = inode.store     # counted without a set of it: fstat follows every fsx op
+        held = len(store) + sum(1 for f in self.cached(inode) if f.dirty and f.index not in store)
+        return held * self.blocksize // 512
 
     @staticmethod
     def st_mode(inode: Inode) -> int:
