@@ -41,12 +41,18 @@ HELPERS = ("vm_util.c", "thp_settings.c")
 SOURCE_PATHS = ["Makefile", "scripts", "include", "arch/x86", "usr", "tools/include",
                 "tools/arch/x86/include", "tools/testing/selftests", "mm/gup_test.h"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+KUNIT = "kunit:"
 
 
 def parse_ktap_tests(text: str) -> tuple[str, ...]:
     """``--ktap mm`` (the large-folio set) or ``--ktap cow,split_huge_page_test``."""
     names: list[str] = []
     for word in (w.strip() for w in text.split(",")):
+        if word.startswith(KUNIT):
+            raise ValueError(f"{word!r}: no Debian kernel has KUnit (CONFIG_KUNIT is off "
+                             "in bookworm, bookworm-backports, trixie and sid): run "
+                             "KUnit in a kernel built with it and read its log with "
+                             "--folio-ktap (docs/ktap.md)")
         if word in SETS:
             names += SETS[word]
         elif _NAME.match(word):

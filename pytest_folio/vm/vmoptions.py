@@ -387,6 +387,10 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if guests and ktap:
         raise CommandError("--guests and --ktap do not go together yet: the selftests run "
                            "before pytest in one guest (leave out --guests)")
+    if ktap and (build is not None or build_suite is not None):
+        raise CommandError("--build-kernel and --ktap do not go together: the VM's minimal "
+                           "kernel configuration has no CONFIG_DEBUG_FS (nor KUnit), which "
+                           "the mm selftests use; --ktap runs with Debian's kernels")
     hosts = check_host_specs(getattr(args, "host", []) or [])
     specs = check_guest_specs(getattr(args, "guest", []) or [], [h.ssh for h in hosts])
     idle = [h.ssh for h in hosts if not any(s.host == h.ssh for s in specs)]

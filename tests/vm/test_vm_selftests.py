@@ -277,3 +277,12 @@ def test_ktap_names_a_set_or_selftests() -> None:
         check_options(vm_options("--ktap", "cow;rm"))
     with pytest.raises(CommandError, match="--guests and --ktap do not go together"):
         check_options(vm_options("--ktap", "mm", "--guests", "2"))
+
+
+def test_kunit_and_a_built_kernel_are_refused_in_one_line() -> None:
+    with pytest.raises(CommandError, match=r"^--ktap kunit:mm: 'kunit:mm': no Debian kernel "
+                       r"has KUnit \(CONFIG_KUNIT is off in bookworm, .*--folio-ktap"):
+        check_options(vm_options("--ktap", "kunit:mm"))
+    with pytest.raises(CommandError, match=r"^--build-kernel and --ktap do not go together: "
+                       r"the VM's minimal kernel configuration has no CONFIG_DEBUG_FS"):
+        check_options(vm_options("--ktap", "mm", "--build-kernel", "debian:sid"))
