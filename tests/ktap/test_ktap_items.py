@@ -118,3 +118,24 @@ def test_a_bad_log_is_a_usage_error_in_one_line(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_a_runs_place_is_in_its_ids_and_starts_its_skip_reasons(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """vm --ktap names one run of a program per place ``NAME [LABEL]``: the ids carry
+    the label, and so do the skip lists, which show the log's line, not the id."""
+    log = tmp_path / "runs.ktap"
+    log.write_text("KTAP version 1\n1..3\n  TAP version 13\n  1..1\n"
+                   "  ok 1 Pagecache folio split skipped # SKIP no large folio\n"
+                   "ok 1 split [huge-tmpfs]\n"
+                   "ok 2 split [64K-xfs] # SKIP the run has no xfs\n"
+                   "ok 3 split # SKIP no large folio\n")
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider",
+                                f"--folio-ktap={log}", "-rs", "-v")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines_random([
+        "*runs.ktap::split [[]huge-tmpfs[]]::Pagecache folio split skipped SKIPPED*",
+        "*runs.ktap::split [[]64K-xfs[]] SKIPPED*",
+        "SKIPPED [[]1[]] *runs.ktap:5: [[]huge-tmpfs[]] no large folio",
+        "SKIPPED [[]1[]] *runs.ktap:7: [[]64K-xfs[]] the run has no xfs",
+        "SKIPPED [[]1[]] *runs.ktap:8: no large folio"])
