@@ -11,10 +11,11 @@ not build for that kernel (it is newer than the tree, or needs a library the hos
 is not an error: the guest reports it skipped, with the compiler's first error.
 
 ``split_huge_page_test``'s page-cache cases split large folios of the file system whose
-directory it is given (its one argument): it runs once bare, and once more per page-cache
-place (:func:`pagecache_places`): each ``--fs xfs|ext4`` scratch file system (one per
-block size, so 16K and 64K blocks give folios of order 2 and 4 at least) and a tmpfs
-mounted ``huge=always``; a place the run lacks is a skipped test saying why.
+directory it is given (its one argument): it runs once per page-cache place
+(:func:`pagecache_places`), its anonymous cases in each run: each ``--fs xfs|ext4``
+scratch file system (one per block size, so 16K and 64K blocks give folios of order 2
+and 4 at least) and a tmpfs mounted ``huge=always``; a place the run lacks is a skipped
+test saying why.
 """
 
 from __future__ import annotations
@@ -177,16 +178,18 @@ def _build(name: str, tests: Path, headers: Path, program: Path, helpers: list[s
 
 def guest_argv(python: str, tests: list[Selftest], log: str, pytest_argv: list[str],
                places: list[Place], release: str) -> list[str]:
-    """The guest's command: the selftests into ``log`` (a page-cache test once more per
-    place, ``NAME [LABEL]``), then pytest (``pytest_argv``, from ``python -m pytest`` on)
-    with the log as items."""
+    """The guest's command: the selftests into ``log`` (a test with page-cache cases
+    once per place instead, ``NAME [LABEL]``), then pytest (``pytest_argv``, from
+    ``python -m pytest`` on) with the log as items."""
     head = [python, "-m", "pytest"]
     if pytest_argv[:3] != head:
         raise ValueError(f"not a pytest command line: {pytest_argv[:3]}")
     runs: list[str] = []
     for test in tests:
-        runs.append(f"--program={test.label}={test.path}" if test.path is not None
-                    else f"--missing={test.label}={test.reason}")
+        if test.path is None:
+            runs.append(f"--missing={test.label}={test.reason}")
+        elif not test.pagecache:
+            runs.append(f"--program={test.label}={test.path}")
         if test.name not in PAGECACHE:
             continue
         for place in places:

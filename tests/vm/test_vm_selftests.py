@@ -159,14 +159,13 @@ def test_the_guest_command_runs_the_selftests_then_pytest() -> None:
 SPLIT = "selftests: mm: split_huge_page_test"
 
 
-def test_the_page_cache_test_runs_bare_then_once_per_place_or_skips_saying_why() -> None:
+def test_the_page_cache_test_runs_once_per_place_or_skips_saying_why() -> None:
     places = [Place("4K-xfs", "/run/folio/xfs-4K"), Place("2M-xfs", reason="too big"),
               Place("huge-tmpfs", "tmpfs:huge=always")]
     head = ["/py", "-m", "pytest", "-q"]
     split = Selftest("split_huge_page_test", Path("/c/s"), pagecache=True)
     argv = guest_argv("/py", [split], "/l", head, places, "6.12.0-test")
     assert argv[5:-2] == [
-        f"--program={SPLIT}=/c/s",
         f"--program={SPLIT} [4K-xfs]=/c/s", f"--directory={SPLIT} [4K-xfs]=/run/folio/xfs-4K",
         f"--missing={SPLIT} [2M-xfs]=too big",
         f"--program={SPLIT} [huge-tmpfs]=/c/s",
