@@ -163,14 +163,21 @@ def reported(lines: list[str], log: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_the_page_cache_guests_log_gives_the_guests_items(
-        pytester: pytest.Pytester, workers: list[str]) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, workers: list[str]) -> None:
     """The log of a guest that ran split_huge_page_test bare, on XFS at 4K, 16K and 64K
     blocks and on a huge=always tmpfs: --folio-ktap gives the very items (ids and
     outcomes) the guest's own session reported, serially and under xdist."""
     guest = reported(PAGECACHE.with_suffix(".items").read_text().splitlines(), "ktap.log")
+    saved = tmp_path / "run.json"
     result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider", "-v",
-                                f"--folio-ktap={PAGECACHE}", *workers)
+                                f"--folio-ktap={PAGECACHE}", f"--folio-save={saved}",
+                                *workers)
     assert sorted(reported(result.stdout.lines, PAGECACHE.name)) == sorted(guest)
+    # one timing row per run, named for its place
+    rows = json.loads(saved.read_text())["measurements"]
+    assert sorted(r["name"] for r in rows) == sorted(
+        f"selftests: mm: split_huge_page_test [{p}]"
+        for p in ("4K-xfs", "16K-xfs", "64K-xfs", "huge-tmpfs"))
     counts = Counter(outcome.lower() for outcome, _ in guest)
     result.assert_outcomes(**counts)
     for place in ("4K-xfs", "16K-xfs", "64K-xfs", "huge-tmpfs"):
