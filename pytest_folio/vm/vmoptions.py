@@ -130,7 +130,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the kernel's own selftests in the guest and report "
                         "their KTAP results as items of the session: 'mm' (the large-folio "
                         "mm selftests) or selftest names, comma-separated; built from the "
-                        "kernel's Debian source")
+                        "kernel's Debian source; split_huge_page_test's page-cache cases "
+                        "run once per --fs scratch file system and on a huge=always tmpfs")
     parser.add_argument("--guests", type=_positive(int), default=0, metavar="N",
                         help="boot N guests and run one pytest session on the host whose "
                              "xdist workers are the guests (one worker each): one "
