@@ -80,9 +80,14 @@ def run_program(number: int, entry: Entry, timeout: float, stamper: _Stamper) ->
         stamper.lines.append(f"{stamper.stamp()}ok {number} {name} # SKIP {why}")
         return
     scratch = None
-    try:
-        if entry.where and not entry.where.startswith(TMPFS):
+    if entry.where and not entry.where.startswith(TMPFS):
+        try:
             scratch = tempfile.mkdtemp(prefix="ktap-", dir=entry.where)
+        except OSError as exc:
+            stamper.lines.append(f"{stamper.stamp()}not ok {number} {name} # ERROR cannot "
+                                 f"make a directory in {entry.where}: {exc.strerror}")
+            return
+    try:
         fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             proc = subprocess.Popen(command(entry.path, fd, entry.where, scratch), cwd="/",
@@ -93,9 +98,7 @@ def run_program(number: int, entry: Entry, timeout: float, stamper: _Stamper) ->
             os.close(fd)
         result = _wait(proc, number, name, timeout, stamper)
     except OSError as exc:
-        what = f"make a directory in {entry.where}" if scratch is None and entry.where \
-            and not entry.where.startswith(TMPFS) else "start it"
-        result = f"not ok {number} {name} # ERROR cannot {what}: {exc.strerror}"
+        result = f"not ok {number} {name} # ERROR cannot start it: {exc.strerror}"
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)   # ours, made above
