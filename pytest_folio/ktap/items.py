@@ -9,6 +9,7 @@ outcomes recorded elsewhere; they run nothing.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -27,6 +28,14 @@ class KtapFailure(Exception):
 
 
 RUN = "[RUN] "                 # what the mm selftests print before each case
+_LABEL = re.compile(r" \[([^\[\]]+)\]$")
+
+
+def run_label(name: str) -> str:
+    """The ``[LABEL]`` ending a top-level test's name, as ``vm --ktap`` names one run
+    of a program per place (``selftests: mm: split_huge_page_test [16K-xfs]``), or ""."""
+    m = _LABEL.search(name)
+    return m.group(1) if m else ""
 
 
 def _described(test: KtapTest) -> str:
@@ -62,38 +71,43 @@ class KtapLog(pytest.File):
     """The log named by ``--folio-ktap``."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        yield from _children(self, read(str(self.path)))
-
+        yield from _children(self, read(str(self.path)), None)
 
 
 class KtapGroup(pytest.Collector):
     """A KTAP test with subtests."""
 
-    def __init__(self, *, test: KtapTest, **kwargs: object) -> None:
+    def __init__(self, *, test: KtapTest, label: str, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.test = test
+        self.label = label
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        yield from _children(self, self.test.subtests)
+        yield from _children(self, self.test.subtests, self.label)
         if _needs_own_item(self.test):
-            yield KtapItem.from_parent(self, name="(result)", test=self.test)
+            yield KtapItem.from_parent(self, name="(result)", test=self.test,
+                                       label=self.label)
 
 
-def _children(parent: pytest.Collector,
-              tests: list[KtapTest]) -> Iterator[pytest.Item | pytest.Collector]:
+def _children(parent: pytest.Collector, tests: list[KtapTest],
+              label: str | None) -> Iterator[pytest.Item | pytest.Collector]:
+    """The nodes of ``tests`` below ``parent``; ``label``: of their top-level run (None:
+    they are the top level, each its own)."""
     for name, test in zip(item_names(tests), tests, strict=True):
-        if test.subtests:
-            yield KtapGroup.from_parent(parent, name=name, test=test)
-        else:
-            yield KtapItem.from_parent(parent, name=name, test=test)
+        kind = KtapGroup if test.subtests else KtapItem
+        yield kind.from_parent(parent, name=name, test=test,
+                               label=run_label(name) if label is None else label)
 
 
 class KtapItem(pytest.Item):
     """One KTAP test's recorded outcome."""
 
-    def __init__(self, *, test: KtapTest, **kwargs: object) -> None:
+    def __init__(self, *, test: KtapTest, label: str, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.test = test
+        # the run's place (run_label): skip reasons start with it, as the skip lists
+        # show the log's line, not the id
+        self.label = label
         # the top-level tests' times (name, seconds) this item announces: the timing
         # table has one row per top-level test (a selftest program, a KUnit suite)
         self.times: list[tuple[str, float]] = []
@@ -105,7 +119,8 @@ class KtapItem(pytest.Item):
                 suite=SUITE, name=name, unit="ms", samples=[seconds * 1000.0],
                 target=f"ktap:{self.path.name}"))
         if test.outcome == "skipped":
-            pytest.skip(test.reason or "skipped (the log gives no reason)")
+            reason = test.reason or "skipped (the log gives no reason)"
+            pytest.skip(f"[{self.label}] {reason}" if self.label else reason)
         if test.outcome == "xfailed":
             pytest.xfail(f"{test.directive} {test.reason}".strip())
         if test.outcome == "failed" or test.problems:

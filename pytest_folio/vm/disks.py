@@ -73,23 +73,28 @@ def mtd_orders(run: RunSettings, release: str, progress: Progress) -> list[int]:
     return kept
 
 
+def block_size_refusal(fs: str, bs: int, release: str) -> str | None:
+    """Why kernel ``release`` cannot have an ``fs`` of ``bs`` blocks; None when it can."""
+    kind = FILE_SYSTEMS[fs]
+    version = kernel_version(release)
+    if bs > kind.max_block:
+        return f"{fs} blocks are at most {format_size(kind.max_block)}"
+    if bs > PAGE_SIZE and version is not None and version < kind.large_blocks:
+        return (f"{fs} blocks above PAGE_SIZE need Linux "
+                f"{'.'.join(map(str, kind.large_blocks))} or later, not {release}")
+    return None
+
+
 def fs_block_sizes(fs: str, run: RunSettings, release: str,
                    progress: Progress) -> list[int]:
     """The block sizes to make ``--fs`` file systems at; the others skipped, said why."""
-    sizes = run.block_sizes
-    kind = FILE_SYSTEMS[fs]
-    version = kernel_version(release)
     kept = []
-    for bs in sizes:
-        if bs > kind.max_block:
-            why = f"{fs} blocks are at most {format_size(kind.max_block)}"
-        elif bs > PAGE_SIZE and version is not None and version < kind.large_blocks:
-            why = (f"{fs} blocks above PAGE_SIZE need Linux "
-                   f"{'.'.join(map(str, kind.large_blocks))} or later, not {release}")
-        else:
+    for bs in run.block_sizes:
+        why = block_size_refusal(fs, bs, release)
+        if why is None:
             kept.append(bs)
-            continue
-        progress(f"{fs} at {format_size(bs)} blocks: skipped ({why})")
+        else:
+            progress(f"{fs} at {format_size(bs)} blocks: skipped ({why})")
     if not kept:
         raise VMError(f"no --folio-block-sizes size {fs} can have on kernel {release}")
     return kept

@@ -89,7 +89,7 @@ from pytest_folio.vm.qemu import (
     run_guest,
 )
 from pytest_folio.vm.runsettings import read_run_settings
-from pytest_folio.vm.selftests import build_selftests, selftests_dir
+from pytest_folio.vm.selftests import Place, build_selftests, pagecache_places, selftests_dir
 from pytest_folio.vm.selftests import guest_argv as selftests_guest_argv
 from pytest_folio.vm.source import KernelSource, SourceCache
 from pytest_folio.vm.vmoptions import VMOptions, add_arguments, check_options
@@ -234,7 +234,10 @@ class VMRun:
                                      self.opts.erasesize, mtd, fs, extra,
                                      now_running=True) + last
             if self.opts.ktap:
-                argv = self.selftests_argv(kernel, argv)
+                mounted = dict(zip(sizes, (g.mountpoint for g in guest if g.fstype),
+                                   strict=True))
+                argv = self.selftests_argv(kernel, argv, pagecache_places(
+                    self.opts.fs, list(run.block_sizes), mounted, kernel.release))
             job = GuestJob(
                 modules=[name for name, _ in modules], module_params={}, cwd=os.getcwd(),
                 argv=argv,
@@ -274,14 +277,17 @@ class VMRun:
         self.progress(f"bytecode for the guest compiled on the host in {spent:.1f} s")
         return pycache
 
-    def selftests_argv(self, kernel: Kernel, argv: list[str]) -> list[str]:
-        """``--ktap``: the selftests built for ``kernel``, run in the guest before pytest,
-        whose session then reads their log as items."""
+    def selftests_argv(self, kernel: Kernel, argv: list[str],
+                       places: list[Place]) -> list[str]:
+        """``--ktap``: the selftests built for ``kernel``, run in the guest before pytest
+        (the page-cache cases once per place), whose session then reads their log as
+        items."""
         source = self.source or SourceCache(self.cache.root).fetch(kernel, self.progress,
                                                                    self.opts.suite)
         tests = build_selftests(source, self.opts.ktap, self.cache.root, self.progress)
         self.ktap_log = selftests_dir(self.cache.root, source) / "last.ktap"
-        return selftests_guest_argv(sys.executable, tests, GUEST_KTAP, argv)
+        return selftests_guest_argv(sys.executable, tests, GUEST_KTAP, argv, places,
+                                    kernel.release)
 
     def boot_guests(self, qemu: str, busybox: Path, modules: list[tuple[str, bytes]],
                     job: GuestJob, machine: Machine, failures: Path | None,

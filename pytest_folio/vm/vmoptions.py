@@ -131,7 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the kernel's own selftests in the guest and report "
                         "their KTAP results as items of the session: 'mm' (the large-folio "
                         "mm selftests) or selftest names, comma-separated; built from the "
-                        "kernel's Debian source")
+                        "kernel's Debian source; split_huge_page_test's page-cache cases "
+                        "run once per --fs scratch file system and on a huge=always tmpfs")
     parser.add_argument("--guests", type=_positive(int), default=0, metavar="N",
                         help="boot N guests and run one pytest session on the host whose "
                              "xdist workers are the guests (one worker each): one "
@@ -388,6 +389,10 @@ def check_options(args: argparse.Namespace) -> VMOptions:
     if guests and ktap:
         raise CommandError("--guests and --ktap do not go together yet: the selftests run "
                            "before pytest in one guest (leave out --guests)")
+    if ktap and (build is not None or build_suite is not None):
+        raise CommandError("--build-kernel and --ktap do not go together: the VM's minimal "
+                           "kernel configuration has no CONFIG_DEBUG_FS (nor KUnit), which "
+                           "the mm selftests use; --ktap runs with Debian's kernels")
     hosts = check_host_specs(getattr(args, "host", []) or [])
     specs = check_guest_specs(getattr(args, "guest", []) or [], [h.ssh for h in hosts])
     idle = [h.ssh for h in hosts if not any(s.host == h.ssh for s in specs)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,67 @@ def test_a_bad_log_is_a_usage_error_in_one_line(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_a_runs_place_is_in_its_ids_and_starts_its_skip_reasons(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """vm --ktap names one run of a program per place ``NAME [LABEL]``: the ids carry
+    the label, and so do the skip lists, which show the log's line, not the id."""
+    log = tmp_path / "runs.ktap"
+    log.write_text("KTAP version 1\n1..3\n  TAP version 13\n  1..1\n"
+                   "  ok 1 Pagecache folio split skipped # SKIP no large folio\n"
+                   "ok 1 split [huge-tmpfs]\n"
+                   "ok 2 split [64K-xfs] # SKIP the run has no xfs\n"
+                   "ok 3 split # SKIP no large folio\n")
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider",
+                                f"--folio-ktap={log}", "-rs", "-v")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines_random([
+        "*runs.ktap::split [[]huge-tmpfs[]]::Pagecache folio split skipped SKIPPED*",
+        "*runs.ktap::split [[]64K-xfs[]] SKIPPED*",
+        "SKIPPED [[]1[]] *runs.ktap:5: [[]huge-tmpfs[]] no large folio",
+        "SKIPPED [[]1[]] *runs.ktap:7: [[]64K-xfs[]] the run has no xfs",
+        "SKIPPED [[]1[]] *runs.ktap:8: no large folio"])
+
+
+PAGECACHE = DATA / "mm-pagecache-6.12.ktap"
+
+
+OUTCOMES = "PASSED|FAILED|SKIPPED|XFAIL|ERROR"
+
+
+def reported(lines: list[str], log: str) -> list[tuple[str, str]]:
+    """(outcome, id below the log) of each item in pytest -v's lines about ``log``:
+    ``ID PASSED [ 10%]`` serially, ``[gw0] [ 10%] PASSED ID`` under xdist."""
+    found = []
+    at = re.escape(log)
+    for line in lines:
+        m = re.match(rf"^{at}::(?P<id>.*) (?P<outcome>{OUTCOMES})\b", line) or re.match(
+            rf"^\[gw\d+\] \[\s*\d+%\] (?P<outcome>{OUTCOMES}) {at}::(?P<id>.*?)\s*$", line)
+        if m:
+            found.append((m.group("outcome"), m.group("id")))
+    return found
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_page_cache_guests_log_gives_the_guests_items(
+        pytester: pytest.Pytester, tmp_path: Path, workers: list[str]) -> None:
+    """The log of a guest that ran split_huge_page_test bare, on XFS at 4K, 16K and 64K
+    blocks and on a huge=always tmpfs: --folio-ktap gives the very items (ids and
+    outcomes) the guest's own session reported, serially and under xdist."""
+    guest = reported(PAGECACHE.with_suffix(".items").read_text().splitlines(), "ktap.log")
+    saved = tmp_path / "run.json"
+    result = pytester.runpytest("-p", "pytest_folio", "-p", "no:cacheprovider", "-v",
+                                f"--folio-ktap={PAGECACHE}", f"--folio-save={saved}",
+                                *workers)
+    assert sorted(reported(result.stdout.lines, PAGECACHE.name)) == sorted(guest)
+    # one timing row per run, named for its place
+    rows = json.loads(saved.read_text())["measurements"]
+    assert sorted(r["name"] for r in rows) == sorted(
+        f"selftests: mm: split_huge_page_test [{p}]"
+        for p in ("4K-xfs", "16K-xfs", "64K-xfs", "huge-tmpfs"))
+    counts = Counter(outcome.lower() for outcome, _ in guest)
+    result.assert_outcomes(**counts)
+    for place in ("4K-xfs", "16K-xfs", "64K-xfs", "huge-tmpfs"):
+        assert any(name.startswith(f"selftests: mm: split_huge_page_test [{place}]::")
+                   for _, name in guest), place
