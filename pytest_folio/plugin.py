@@ -129,7 +129,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items[:] = [item for item in items if item not in other]
 
 
-# the fixtures that mark a bundled suite's test as one of a kind of target
+# the fixtures that mark a bundled suite's test as one of a kind of target (a module of
+# tests that take none of them, the kernel's in a VM, says its kind as FOLIO_KIND)
 KIND_FIXTURES = {"mtd": ("mtd_device", "block2mtd"), "fs": ("filesystem", "ramfs", "fsx")}
 
 
@@ -147,7 +148,8 @@ def other_targets_suites(config: pytest.Config, items: list[pytest.Item]) -> lis
     bundled = Path(suites.__file__).parent
     return [item for item in items
             if item.path.is_relative_to(bundled)
-            and any(f in getattr(item, "fixturenames", ()) for f in KIND_FIXTURES[other])]
+            and (any(f in getattr(item, "fixturenames", ()) for f in KIND_FIXTURES[other])
+                 or getattr(getattr(item, "module", None), "FOLIO_KIND", None) == other)]
 
 
 @pytest.hookimpl(wrapper=True)

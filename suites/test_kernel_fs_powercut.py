@@ -32,6 +32,7 @@ from pytest_folio.session import settings
 from pytest_folio.sizes import format_size
 from pytest_folio.vmabi import GUEST_OUT
 
+FOLIO_KIND = "fs"       # file-system tests: deselected when only --folio-mtd is named
 MEMORY_ONLY = ("ramfs", "tmpfs")
 NO_FS = ("the file-system power cut needs the VM's scratch file systems: "
          "python -m pytest_folio vm --power-cut --fs xfs (or ext4)")

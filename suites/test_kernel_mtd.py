@@ -40,6 +40,7 @@ from pytest_folio.suites.mtd.race import RaceCounts, run_invalidate_race
 from pytest_folio.targets.mtdchar import open_mtd_char
 from pytest_folio.terminal import progress
 
+FOLIO_KIND = "mtd"      # flash tests: deselected when only --folio-fs is named
 RACE_PASSES = 2         # per side, ABBA: each pass runs --folio-race-seconds per device
 SPEED_PASSES = 4        # samples per row: the fewest the collector's significance test takes
 INTERLEAVED_PASSES = 10  # per side, ABBA...: two sides in one boot take more samples

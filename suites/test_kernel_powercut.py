@@ -25,6 +25,8 @@ from pytest_folio.sizes import format_size
 from pytest_folio.suites.mtd.base import run_seed
 from pytest_folio.vmabi import GUEST_OUT
 
+FOLIO_KIND = "mtd"      # flash tests: deselected when only --folio-fs is named
+
 
 def _phase() -> str:
     phase = vm_phase()

@@ -15,9 +15,12 @@ def collected(pytester: pytest.Pytester, *args: str) -> dict[str, int]:
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
     counts: dict[str, int] = {"mtd": 0, "fs": 0}
     for line in result.stdout.lines:
-        m = re.match(r"\S*(test_mtd_\w+|test_fs\w*)\.py::", line)
+        m = re.match(r"\S*(test_mtd_\w+|test_kernel_(?:mtd|powercut)|test_\w*fs\w*)\.py::",
+                     line)
         if m:
-            counts["mtd" if m.group(1).startswith("test_mtd") else "fs"] += 1
+            name = m.group(1)
+            counts["mtd" if name.startswith(("test_mtd", "test_kernel_mtd",
+                                              "test_kernel_powercut")) else "fs"] += 1
     return counts
 
 
