@@ -199,9 +199,10 @@ class MatrixController:
         lines = []
         for group in self.matrix.groups:
             guests = [n for n, label in self.matrix.guests.items() if label == group.label]
+            patched = f", modules built with {group.patch}" if group.patch else ""
             lines.append(f"folio: guests {','.join(guests)}: {group.label}, orders "
                          f"{','.join(map(str, group.orders))}, block sizes "
-                         f"{','.join(format_size(b) for b in group.block_sizes)}")
+                         f"{','.join(format_size(b) for b in group.block_sizes)}{patched}")
         return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -306,13 +306,12 @@ def check_matrix_options(args: argparse.Namespace, guests: int, power_cut: bool,
         ("--power-cut", power_cut), ("--ktap", bool(ktap)), ("--interleave", interleave),
         ("--patch", bool(getattr(args, "patch", []))),
         ("--driver", getattr(args, "driver", None) is not None),
-        ("--mtd-tests", bool(getattr(args, "mtd_tests", False))),
         ("--build-kernel", build is not None or getattr(args, "build_kernel", None)
          is not None)) if given]
     if others:
         raise CommandError(f"--guest and {others[0]} do not go together yet: a matrix "
-                           "boots the kernels as they are (give each guest's kernel= an "
-                           "IMAGE you built or patched)")
+                           "boots each kernel as it is, or with the modules its SPEC's "
+                           "patch=FILE[+FILE] changes (or give kernel= an IMAGE you built)")
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -395,6 +394,13 @@ def check_options(args: argparse.Namespace) -> VMOptions:
                            f"with host={idle[0]} in their --guest SPEC")
     if specs:
         check_matrix_options(args, guests, power_cut, ktap, interleave, build)
+    for spec in specs:      # a --host's guests' patches are files on that machine
+        for patch in spec.patches if spec.host is None else ():
+            try:
+                check_patch(patch)
+            except CommandError as exc:
+                raise CommandError(f"--guest {spec.text}: {exc}".replace(
+                    "--patch ", "patch=", 1)) from None
     if power_cut and not pytest_args:
         pytest_args = default_args(args.fs)
     return VMOptions(
