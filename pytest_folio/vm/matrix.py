@@ -22,6 +22,7 @@ its group's before the plugin reads them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -189,6 +190,15 @@ def check_guest_specs(texts: Iterable[str], hosts: Iterable[str]) -> tuple[Guest
                                f"({', '.join(sorted(names)) or 'none given'})")
         specs.append(spec)
     return tuple(specs)
+
+
+def spread_guests(count: int, hosts: tuple[HostSpec, ...]) -> tuple[GuestSpec, ...]:
+    """``--guests N`` with ``--host``: N guests of the run's kernel, placed on one
+    machine after another, the ``--host`` machines first, then this one (so every host
+    gets one when N is at least their number); a matrix of alike guests."""
+    places = [*(h.ssh for h in hosts), None]
+    return tuple(GuestSpec(host=place, text=f"host={place}" if place else "")
+                 for place in itertools.islice(itertools.cycle(places), count))
 
 
 @dataclasses.dataclass(frozen=True)

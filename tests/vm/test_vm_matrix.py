@@ -144,7 +144,10 @@ say(f"@@folio-vm kernel [    0.000000] Linux version {os.path.basename(kernel)} 
 say("@@folio-vm mtd /dev/mtd0 /dev/vda 4096 64x0 ")
 # every ramfs size the init mounts, "kept" in a directory of this guest's own
 for size in dict.fromkeys(re.findall(r"-o blocksize=(\d+)k", init)):
-    where = os.path.join(fake, f"{name}-ramfs-{size}K")
+    # a directory of this guest's own; FAKE_SHARED_RAMFS: at one path in every guest,
+    # as real guests have it (/run/folio/ramfs-4K)
+    where = os.path.join(fake, ("" if os.environ.get("FAKE_SHARED_RAMFS") else f"{name}-")
+                         + f"ramfs-{size}K")
     os.makedirs(where, exist_ok=True)
     say(f"@@folio-vm ramfs {where} {int(size) << 10} 64x0")
 # which block2mtd the initramfs carries: a patched build's vermagic ends with a marker
