@@ -274,7 +274,7 @@ class Matrix:
             if known != group:
                 other = next(n for n, g in guests.items() if g.label == group.label)
                 raise ValueError(f"guests {other} and {name} are both {group.label} but "
-                                 "differ in orders or block sizes: give one of them a "
+                                 "differ in orders, block sizes or patches: give one of them a "
                                  "name= of its own")
         return cls(tuple(groups.values()), {n: g.label for n, g in guests.items()})
 

@@ -116,7 +116,7 @@ def test_a_matrix_names_each_items_group_by_the_end_of_its_id() -> None:
 
 def test_two_guests_of_one_label_must_be_alike() -> None:
     with pytest.raises(ValueError, match=r"guests guest1 and guest2 are both xfs@6\.1 but "
-                                         r"differ in orders or block sizes"):
+                                         r"differ in orders, block sizes or patches"):
         Matrix.of({"guest1": group("xfs@6.1", (4096,)), "guest2": group("xfs@6.1",
                                                                         (4096, 65536))})
 
