@@ -37,7 +37,7 @@ UP = "@@folio-lab up"
 READY = "@@folio-lab ready"
 # the options of VMOptions an agent's guests are made with
 FORWARDED = ("kernel", "suite", "modules", "mtd_size", "erasesize", "fs", "mem_mib",
-             "cpus", "timeout", "accel", "console", "kernel_args")
+             "cpus", "timeout", "accel", "console", "kernel_args", "mtd_tests")
 
 
 def agent_request(opts: Any, host: str, named: list[tuple[str, GuestSpec]]) -> str:

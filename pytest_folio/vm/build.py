@@ -525,6 +525,15 @@ def loaded_lines(built: Built, names: Iterable[str]) -> list[str]:
             if name in built.modules]
 
 
+def module_tree(kernel: Kernel) -> ModuleTree:
+    """The tree whose stock modules built ones replace; VMError for a kernel without
+    one (everything built in leaves nothing a module could replace)."""
+    if kernel.modules is None:
+        raise VMError(f"kernel {kernel.release} has no module tree, so a built module "
+                      "cannot replace its own (give --modules)")
+    return ModuleTree(kernel.modules, kernel.release)
+
+
 def build_for_kernel(kernel: Kernel, patches: list[Path], driver: Path | None,
                      mtd_tests: bool, cache_root: Path, progress: Progress,
                      source: KernelSource | None = None, suite: str | None = None) -> Built:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -199,9 +200,10 @@ class MatrixController:
         lines = []
         for group in self.matrix.groups:
             guests = [n for n, label in self.matrix.guests.items() if label == group.label]
+            patched = f", modules built with {group.patch}" if group.patch else ""
             lines.append(f"folio: guests {','.join(guests)}: {group.label}, orders "
                          f"{','.join(map(str, group.orders))}, block sizes "
-                         f"{','.join(format_size(b) for b in group.block_sizes)}")
+                         f"{','.join(format_size(b) for b in group.block_sizes)}{patched}")
         return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -227,12 +229,19 @@ def pytest_runtest_makereport(item: pytest.Item,
 
 
 class GuestSummary:
-    """On the controller: how many tests each guest ran, and the guests that went down."""
+    """On the controller: how many tests each guest ran and how long it was busy with
+    them, the guests that went down, and the session's time against the guests' busy
+    time added up (what one guest running every item one after another would take)."""
 
     def __init__(self) -> None:
         self.ran: collections.Counter[str] = collections.Counter()
+        self.busy: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.down: dict[str, str] = {}
         self.kernels: dict[str, str] = {}
+        self.started = time.monotonic()
+
+    def pytest_sessionstart(self) -> None:
+        self.started = time.monotonic()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         node = getattr(report, "node", None)
@@ -241,6 +250,8 @@ class GuestSummary:
         for name, text in report.sections:
             if name == SECTION:
                 self.kernels[node.gateway.id] = text.partition(": ")[2]
+        # setup, call and teardown: the guest's time on the item, measured there
+        self.busy[node.gateway.id] += report.duration
         if report.when == "teardown":
             self.ran[node.gateway.id] += 1
 
@@ -257,4 +268,10 @@ class GuestSummary:
             kernel = f" ({self.kernels[name]})" if name in self.kernels else ""
             down = f"; went down: {self.down[name]}" if name in self.down else ""
             terminalreporter.write_line(f"    {name}{kernel}: ran {self.ran[name]} "
-                                        f"test(s){down}")
+                                        f"test(s), busy {self.busy[name]:.1f} s{down}")
+        session = time.monotonic() - self.started
+        serial = sum(self.busy.values())
+        terminalreporter.write_line(
+            f"folio: session {session:.1f} s, guests busy {serial:.1f} s in all "
+            f"(one guest, one item after another: {serial / session:.2f} times the "
+            "session's time)")

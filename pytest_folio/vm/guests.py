@@ -149,6 +149,7 @@ class GuestConsole:
         self.name, self.err, self.show_boot = name, err, show_boot
         self.tail: collections.deque[str] = collections.deque(maxlen=SCREEN)
         self.marks: list[tuple[str, str]] = []
+        self.on_start: list[str] = []  # said once the guest loaded its modules
         self.last_seen = time.monotonic()
         self.lock = threading.Lock()
 
@@ -163,6 +164,9 @@ class GuestConsole:
                 self.say(value.strip())
             elif key in ("mtd", "fs", "ramfs", "ramfs-skip"):
                 for shown in device_lines(key, value):
+                    self.say(shown)
+            elif key == "start":
+                for shown in self.on_start:
                     self.say(shown)
             return
         self.tail.append(line)

@@ -13,10 +13,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from pytest_folio.mtdtests.kernel_modules import MODULES_ENV
 from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import VMError
 from pytest_folio.vm.agent import READY, UP, RemoteHost, agent_request
 from pytest_folio.vm.bootimage import bootable_image
+from pytest_folio.vm.build import (
+    RAMFS_MODULE,
+    Built,
+    build_for_kernel,
+    loaded_lines,
+    module_tree,
+    substitute,
+)
 from pytest_folio.vm.disks import fs_block_sizes, fs_disks, mtd_disks, mtd_orders
 from pytest_folio.vm.guest import guest_env, guest_pytest_argv, size_map
 from pytest_folio.vm.guests import (
@@ -77,6 +86,8 @@ class Prepared:
     block_sizes: list[int]
     disks: list[GuestDisk]
     name: str | None
+    patches: tuple[Path, ...] = ()
+    origin: str = ""            # what its modules were built with ("": stock)
 
     def group(self) -> Group:
         """Its group: at least one size each (fs_block_sizes refuses a kernel that takes
@@ -87,9 +98,11 @@ class Prepared:
         else:
             fs = dict(zip(self.block_sizes, (d.mountpoint for d in self.disks if d.fstype),
                           strict=True))
-        return Group(label=self.name or default_label(self.kernel.release, self.fs),
+        return Group(label=self.name or default_label(self.kernel.release, self.fs,
+                                                      self.patches),
                      kernel=self.kernel.release, fs=self.fs, orders=tuple(self.orders),
-                     block_sizes=tuple(sorted(fs)), mtd=size_map(mtd), fs_map=size_map(fs))
+                     block_sizes=tuple(sorted(fs)), mtd=size_map(mtd), fs_map=size_map(fs),
+                     patch=self.origin)
 
 
 class Lab:
@@ -99,6 +112,7 @@ class Lab:
                  work: Path) -> None:
         self.vm, self.qemu, self.busybox, self.run, self.work = vm, qemu, busybox, run, work
         self.kernels: dict[tuple[Path | None, str | None, Path | None], Kernel] = {}
+        self.builds: dict[tuple[Kernel, tuple[Path, ...]], Built] = {}
 
     def kernel(self, spec: GuestSpec) -> Kernel:
         """The SPEC's kernel (the run's without one), fetched once per run."""
@@ -113,6 +127,27 @@ class Lab:
                 self.kernels[key] = self.vm.kernel()
         return self.kernels[key]
 
+    def modules(self, name: str, spec: GuestSpec, kernel: Kernel, fs: str,
+                env: dict[str, str]) -> tuple[list[tuple[str, bytes]], Built | None]:
+        """The load order of guest ``name``: its kernel's stock modules, with the ones
+        its SPEC's ``patch=`` changes (built once per kernel and patches) in their
+        place; ``--mtd-tests``: the kernel's mtd tests from the same tree, named in
+        ``env``."""
+        modules = guest_modules(kernel, fs, worker=True)
+        if not spec.patches and not self.vm.opts.mtd_tests:
+            return modules, None
+        tree = module_tree(kernel)      # before building: a kernel without one takes none
+        key = (kernel, spec.patches)
+        if key not in self.builds:
+            self.builds[key] = build_for_kernel(
+                kernel, list(spec.patches), None, self.vm.opts.mtd_tests,
+                self.vm.cache.root, lambda m: self.vm.progress(f"{name}: {m}"),
+                suite=spec.suite or (self.vm.opts.suite if spec.kernel is None else None))
+        built = self.builds[key]
+        if built.mtd_tests is not None:
+            env[MODULES_ENV] = str(built.mtd_tests)
+        return substitute(modules, built.modules, tree, kernel.release), built
+
     def prepare(self, name: str, spec: GuestSpec, accel: str) -> Prepared:
         """Disks, initramfs and machine of guest ``name``, as ``vm`` makes them for one."""
         opts = self.vm.opts
@@ -126,14 +161,17 @@ class Lab:
         orders = mtd_orders(run, kernel.release, lambda m: say(f"{name}: {m}"))
         sizes = (fs_block_sizes(fs, run, kernel.release, lambda m: say(f"{name}: {m}"))
                  if fs != "ramfs" else list(run.block_sizes))  # a ramfs: the kernel decides
-        modules = guest_modules(kernel, fs, worker=True)
+        env = guest_env(self.vm.environ, False)
+        modules, built = self.modules(name, spec, kernel, fs, env)
         where = self.work / name
         (where / "out").mkdir(parents=True)
         disks = (mtd_disks(where, orders, opts.mtd_size, opts.erasesize)
                  + fs_disks(where, fs, sizes if fs != "ramfs" else []))
         job = GuestJob(modules=[m for m, _ in modules], module_params={}, cwd=os.getcwd(),
-                       argv=[], env=guest_env(self.vm.environ, False),
-                       ramfs_sizes=tuple(sizes) if fs == "ramfs" else ())
+                       argv=[], env=env,
+                       ramfs_sizes=tuple(sizes) if fs == "ramfs" else (),
+                       ramfs_type=(RAMFS_MODULE if built is not None
+                                   and RAMFS_MODULE in built.modules else "ramfs"))
         machine = Machine(image=bootable_image(kernel.image, self.vm.cache.root / "vmlinux",
                                                say),
                           initrd=where / "initramfs.cpio",
@@ -143,9 +181,14 @@ class Lab:
         say(f"{name}: kernel {kernel.release}, {fs}, folio orders "
             f"{','.join(map(str, orders))}, block sizes "
             f"{','.join(format_size(b) for b in sizes)}")
+        console = GuestConsole(name, self.vm.err, opts.console)
+        if built is not None and spec.patches:
+            console.on_start = loaded_lines(built, [m for m, _ in modules])
         guest = serving_guest(name, self.work, self.busybox, modules, job, machine, disks,
-                              GuestConsole(name, self.vm.err, opts.console))
-        return Prepared(guest, kernel, fs, orders, sizes, [g for _, g in disks], spec.name)
+                              console)
+        return Prepared(guest, kernel, fs, orders, sizes, [g for _, g in disks], spec.name,
+                        spec.patches, built.origin if built is not None and spec.patches
+                        else "")
 
     def session(self, named: list[tuple[str, GuestSpec]]
                 ) -> tuple[GuestSession, dict[str, Prepared]]:

@@ -4,9 +4,11 @@ session, and what its controller and workers know of it.
 A SPEC is ``key=value`` pairs joined by commas, lists joined by ``+``::
 
     kernel=debian:bookworm-backports,fs=xfs,block-sizes=4k+64k,orders=0+2,name=bpo
+    patch=examples/seeds/block2mtd-folio.patch,name=patched
 
-Guests of one kernel, file system, orders and block sizes form a *group*, named by its
-label (``xfs@6.12.95+deb12-amd64``, or the SPEC's ``name``). The runner boots them,
+Guests of one kernel, file system, orders, block sizes and patches form a *group*, named
+by its label (``xfs@6.12.95+deb12-amd64``, ``xfs@6.1.0-57-amd64+block2mtd-folio`` for a
+guest whose modules a ``patch=`` rebuilt, or the SPEC's ``name``). The runner boots them,
 then hands the controller a :class:`Matrix` (JSON in :data:`MATRIX_ENV`); the controller
 hands it to every worker. Every process parametrizes the items whose answers come from a
 guest's kernel (:data:`KERNEL_FIXTURES`) over the groups, so every worker collects the
@@ -20,6 +22,7 @@ its group's before the plugin reads them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -33,7 +36,7 @@ from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 
 MATRIX_ENV = "PYTEST_FOLIO_MATRIX"      # the controller's matrix, as JSON
 FILE_SYSTEMS = ("ramfs", "xfs", "ext4")
-KEYS = ("kernel", "modules", "fs", "block-sizes", "orders", "name", "host")
+KEYS = ("kernel", "modules", "fs", "block-sizes", "orders", "patch", "name", "host")
 LABEL = re.compile(r"[A-Za-z0-9_.+@]([A-Za-z0-9_.+@-]*[A-Za-z0-9_.+@])?")
 # the fixtures whose answers come from a guest's kernel: its devices (the targets, made
 # at the group's orders and block sizes) and what a test mounts or loads there itself
@@ -103,6 +106,9 @@ class GuestSpec:
     orders: tuple[int, ...] | None = None
     name: str | None = None
     host: str | None = None             # --host ssh=HOST's HOST; None: this machine
+    # patch=A+B: applied in order to the kernel's source, the modules they change built
+    # out of tree and loaded instead of the stock ones (as --patch does for one guest)
+    patches: tuple[Path, ...] = ()
     text: str = dataclasses.field(default="", compare=False)   # as given (for a --host)
 
 
@@ -155,7 +161,18 @@ def parse_guest_spec(text: str) -> GuestSpec:
         block_sizes=(_list("block-sizes", given["block-sizes"], parse_block_size)
                      if "block-sizes" in given else None),
         orders=_list("orders", given["orders"], parse_order) if "orders" in given else None,
+        patches=_patches(given["patch"]) if "patch" in given else (),
         name=name, host=given.get("host"), text=text)
+
+
+def _patches(text: str) -> tuple[Path, ...]:
+    """``patch=a.patch+b.patch``: the files, in order (each once)."""
+    paths = [Path(part.strip()) for part in text.split("+")]
+    if any(not str(p).strip() or str(p) == "." for p in paths):
+        raise ValueError(f"patch={text}: an empty file name")
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"patch={text}: a patch given twice")
+    return tuple(paths)
 
 
 def check_guest_specs(texts: Iterable[str], hosts: Iterable[str]) -> tuple[GuestSpec, ...]:
@@ -173,6 +190,15 @@ def check_guest_specs(texts: Iterable[str], hosts: Iterable[str]) -> tuple[Guest
                                f"({', '.join(sorted(names)) or 'none given'})")
         specs.append(spec)
     return tuple(specs)
+
+
+def spread_guests(count: int, hosts: tuple[HostSpec, ...]) -> tuple[GuestSpec, ...]:
+    """``--guests N`` with ``--host``: N guests of the run's kernel, placed on one
+    machine after another, the ``--host`` machines first, then this one (so every host
+    gets one when N is at least their number); a matrix of alike guests."""
+    places = [*(h.ssh for h in hosts), None]
+    return tuple(GuestSpec(host=place, text=f"host={place}" if place else "")
+                 for place in itertools.islice(itertools.cycle(places), count))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +222,7 @@ class Group:
     block_sizes: tuple[int, ...]
     mtd: str                    # the --folio-mtd size map in these guests
     fs_map: str                 # the --folio-fs size map in these guests
+    patch: str = ""             # what their modules were built with ("" : stock)
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Group:
@@ -204,9 +231,13 @@ class Group:
                       "block_sizes": tuple(data["block_sizes"])})
 
 
-def default_label(release: str, fs: str) -> str:
-    """``xfs@6.1.0-57-amd64``: the file system on the kernel."""
-    return f"{fs}@{release}"
+def default_label(release: str, fs: str, patches: Iterable[Path] = ()) -> str:
+    """``xfs@6.1.0-57-amd64``: the file system on the kernel; with patches, their names
+    after a ``+`` each (``xfs@6.1.0-57-amd64+block2mtd-folio``), so a patched guest of a
+    kernel is a group, and a target, of its own beside the stock one."""
+    return "".join([f"{fs}@{release}", *(
+        "+" + re.sub(r"[^A-Za-z0-9_.-]", "_", p.name.removesuffix(".patch").removesuffix(
+            ".diff")) for p in patches)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +274,7 @@ class Matrix:
             if known != group:
                 other = next(n for n, g in guests.items() if g.label == group.label)
                 raise ValueError(f"guests {other} and {name} are both {group.label} but "
-                                 "differ in orders or block sizes: give one of them a "
+                                 "differ in orders, block sizes or patches: give one of them a "
                                  "name= of its own")
         return cls(tuple(groups.values()), {n: g.label for n, g in guests.items()})
 

@@ -36,6 +36,7 @@ from pytest_folio.vm.build import (
     build_for_kernel,
     loaded_lines,
     module_forms,
+    module_tree,
     stage_interleave,
     substitute,
 )
@@ -76,7 +77,6 @@ from pytest_folio.vm.kernel import (
 )
 from pytest_folio.vm.kernelbuild import build_kernel, debian_source_tree
 from pytest_folio.vm.lab import Lab, guest_modules
-from pytest_folio.vm.modules import ModuleTree
 from pytest_folio.vm.nowrunning import describe
 from pytest_folio.vm.powercut import cut_and_check
 from pytest_folio.vm.qemu import (
@@ -320,9 +320,7 @@ class VMRun:
         """``--patch``/``--driver``/``--mtd-tests``: build against ``kernel`` and tell the
         guest where the mtd tests are; the load order (the built modules in place of
         the stock ones, unless ``--interleave``) and what was built."""
-        if kernel.modules is None:
-            raise VMError(f"kernel {kernel.release} has no module tree, so a built module "
-                          "cannot replace its own (give --modules)")
+        tree = module_tree(kernel)
         built = build_for_kernel(kernel, list(self.patches), self.opts.driver,
                                  self.opts.mtd_tests, self.cache.root, self.progress,
                                  self.source, self.opts.suite)
@@ -330,8 +328,7 @@ class VMRun:
             env[MODULES_ENV] = str(built.mtd_tests)
         if self.opts.interleave:  # the stock modules boot; the guest swaps them
             return modules, built
-        return substitute(modules, built.modules, ModuleTree(kernel.modules, kernel.release),
-                          kernel.release), built
+        return substitute(modules, built.modules, tree, kernel.release), built
 
     def boot(self, qemu: str, machine: Machine) -> int:
         accels = self.accelerators()

@@ -23,7 +23,13 @@ from pytest_folio.sizes import format_size, parse_size
 from pytest_folio.vm import cache_root
 from pytest_folio.vm.apt import DEBIAN_PREFIX, check_suite
 from pytest_folio.vm.disks import FILE_SYSTEMS
-from pytest_folio.vm.matrix import GuestSpec, HostSpec, check_guest_specs, check_host_specs
+from pytest_folio.vm.matrix import (
+    GuestSpec,
+    HostSpec,
+    check_guest_specs,
+    check_host_specs,
+    spread_guests,
+)
 from pytest_folio.vm.powercut import default_args
 from pytest_folio.vm.selftests import parse_ktap_tests
 
@@ -148,7 +154,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", action="append", default=[],
                         metavar="ssh=HOST//python=PY",
                         help="another machine that boots the --guest SPECs saying "
-                             "host=HOST, with its own kernel cache (//cache=DIR: another "
+                             "host=HOST (with --guests N: its share of the N guests), "
+                             "with its own kernel cache (//cache=DIR: another "
                              "than its default) and its own copy of this package and the "
                              "tests at the same path (repeatable; //ssh_config=FILE: ssh's "
                              "-F)")
@@ -298,7 +305,7 @@ def host_memory() -> int | None:
 
 def check_matrix_options(args: argparse.Namespace, guests: int, power_cut: bool,
                          ktap: tuple[str, ...], interleave: bool,
-                         build: Path | None) -> None:
+                         build: Path | None, what: str = "--guest") -> None:
     """``--guest`` is the matrix's form of ``--guests``; what one guest's boot does with
     a built kernel or module, a power cut or the selftests does not apply to it yet."""
     if guests:
@@ -308,13 +315,12 @@ def check_matrix_options(args: argparse.Namespace, guests: int, power_cut: bool,
         ("--power-cut", power_cut), ("--ktap", bool(ktap)), ("--interleave", interleave),
         ("--patch", bool(getattr(args, "patch", []))),
         ("--driver", getattr(args, "driver", None) is not None),
-        ("--mtd-tests", bool(getattr(args, "mtd_tests", False))),
         ("--build-kernel", build is not None or getattr(args, "build_kernel", None)
          is not None)) if given]
     if others:
-        raise CommandError(f"--guest and {others[0]} do not go together yet: a matrix "
-                           "boots the kernels as they are (give each guest's kernel= an "
-                           "IMAGE you built or patched)")
+        raise CommandError(f"{what} and {others[0]} do not go together yet: a matrix "
+                           "boots each kernel as it is, or with the modules its SPEC's "
+                           "patch=FILE[+FILE] changes (or give kernel= an IMAGE you built)")
 
 
 def check_options(args: argparse.Namespace) -> VMOptions:
@@ -395,13 +401,27 @@ def check_options(args: argparse.Namespace) -> VMOptions:
                            "the mm selftests use; --ktap runs with Debian's kernels")
     hosts = check_host_specs(getattr(args, "host", []) or [])
     specs = check_guest_specs(getattr(args, "guest", []) or [], [h.ssh for h in hosts])
+    spread = bool(guests and hosts and not specs)
+    if spread:          # --guests N over the --host machines and this one
+        if guests < len(hosts):
+            raise CommandError(f"--guests {guests} leaves --host ssh={hosts[guests].ssh} "
+                               "without a guest: give at least one guest per --host")
+        specs = spread_guests(guests, hosts)
     idle = [h.ssh for h in hosts if not any(s.host == h.ssh for s in specs)]
     if idle:
         raise CommandError(f"--host ssh={idle[0]} boots no guest: place guests there "
                            f"with host={idle[0]} in their --guest SPEC")
     if specs:
-        check_matrix_options(args, guests, power_cut, ktap, interleave, build)
-    here = guests or sum(1 for spec in specs if spec.host is None)
+        check_matrix_options(args, 0 if spread else guests, power_cut, ktap, interleave,
+                             build, "--guests with --host" if spread else "--guest")
+    for spec in specs:      # a --host's guests' patches are files on that machine
+        for patch in spec.patches if spec.host is None else ():
+            try:
+                check_patch(patch)
+            except CommandError as exc:
+                raise CommandError(f"--guest {spec.text}: {exc}".replace(
+                    "--patch ", "patch=", 1)) from None
+    here = sum(1 for spec in specs if spec.host is None) if specs else guests
     if host is not None and here > 1 and here * (args.mem << 20) > host:
         raise CommandError(f"{here} guests of --mem {args.mem} MiB need more than this "
                            f"host's memory and swap ({host >> 20} MiB): fewer guests, a "

@@ -88,6 +88,16 @@ def test_one_session_splits_its_items_over_two_standin_guests(
     ran = per_guest(out)
     assert set(ran) == {"guest1", "guest2"} and all(ran.values()), out
     assert sum(ran.values()) == 8
+    # each guest's busy time covers its items' sleeps; the session line adds them up
+    busy = {m[1]: float(m[2]) for m in re.finditer(
+        r"^    (guest\d) \(kernel [^)]+\): ran \d+ test\(s\), busy ([\d.]+) s$", out, re.M)}
+    assert all(busy[g] >= 0.3 * ran[g] for g in ran), out
+    [(session, serial, ratio)] = re.findall(
+        r"^folio: session ([\d.]+) s, guests busy ([\d.]+) s in all \(one guest, one item "
+        r"after another: ([\d.]+) times the session's time\)$", out, re.M)
+    assert abs(float(serial) - sum(busy.values())) <= 0.15, out
+    assert float(serial) >= 2.4 and float(session) > 0, out
+    assert abs(float(ratio) - float(serial) / float(session)) <= 0.01 + float(ratio) * 0.05, out
     # which guest ran each item: xdist's worker id is the guest's name, and each
     # report carries a section naming it and its kernel
     assert len(re.findall(r"^\[guest[12]\] .*PASSED test_split.py::test_item", out,

@@ -23,7 +23,12 @@ import pytest
 from pytest_folio.cli import main
 from pytest_folio.vm.agent import RemoteHost, agent_request
 from pytest_folio.vm.gateway import ssh_command
-from pytest_folio.vm.matrix import HostSpec, parse_guest_spec, parse_host_spec
+from pytest_folio.vm.matrix import (
+    HostSpec,
+    parse_guest_spec,
+    parse_host_spec,
+    spread_guests,
+)
 from tests.helpers.vm import alive
 from tests.timing.test_timing_ssh import HOST, KEYGEN, SSH, SSHD, sshd  # noqa: F401
 from tests.vm.test_vm_guests import in_directory
@@ -48,12 +53,25 @@ def test_a_host_spec_is_xdists_gateway_syntax() -> None:
     (["--host", "ssh=lab1", "--host", "ssh=lab1//python=py"], "ssh=lab1 given twice"),
     (["--host", "ssh=lab1", "--guest", "fs=xfs"], "--host ssh=lab1 boots no guest: place "
                                                   "guests there with host=lab1"),
+    (["--guests", "1", "--host", "ssh=lab1", "--host", "ssh=lab2"],
+     "--guests 1 leaves --host ssh=lab2 without a guest: give at least one guest per --host"),
+    (["--guests", "2", "--host", "ssh=lab1", "--build-kernel", "debian:sid"],
+     "--guests with --host and --build-kernel do not go together yet"),
 ])
 def test_a_bad_host_is_one_usage_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                       args: list[str], message: str) -> None:
     status = main(["vm", "--cache-dir", str(tmp_path / "cache"), *args])
     err = capsys.readouterr().err
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_guests_over_hosts_go_to_the_hosts_first_then_here() -> None:
+    hosts = (HostSpec("lab1"), HostSpec("lab2"))
+    assert [g.host for g in spread_guests(5, hosts)] == ["lab1", "lab2", None, "lab1",
+                                                         "lab2"]
+    # what the agent gets: a SPEC it parses into the same guest
+    assert [parse_guest_spec(g.text) for g in spread_guests(2, hosts)] \
+        == list(spread_guests(2, hosts))
 
 
 def test_the_remote_command_survives_the_remote_shell() -> None:
@@ -103,6 +121,53 @@ def test_one_session_over_a_guest_here_and_one_through_ssh(
     assert not any(alive(int(pid)) for pid in (fake / "qemu.pid").read_text().split())
 
 
+SPREAD_TESTS = """
+import os, time, pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_fs(filesystem, i):
+    time.sleep(1)
+    assert os.path.isdir(filesystem.root)
+"""
+
+
+@needs_sshd
+def test_guests_spread_over_a_host_and_here_share_one_session(
+        sshd: tuple[Path, Path], fake: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """--guests 3 --host: guests 1 and 3 boot through ssh, guest 2 here, all of one
+    kernel: one group whose items they share. (The stand-in guests keep their ramfs at
+    one path, as real guests do: a group's targets are one set of paths.)"""
+    config, _ = sshd
+    (fake / "test_spread.py").write_text(SPREAD_TESTS)
+    monkeypatch.setenv("FAKE_SHARED_RAMFS", "1")
+    python = fake / "remote-python"
+    python.write_text(f"#!/bin/sh\nexport PATH={fake / 'bin'}:$PATH FAKE_DIR={fake} "
+                      "FAKE_SHARED_RAMFS=1 "
+                      f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    status = main(["vm", "--kernel", str(fake / "bzImage"), "--cache-dir", str(fake / "cache"),
+                   "--timeout", "120", "--accel", "tcg", "--guests", "3",
+                   "--host", f"ssh={HOST}//python={python}//ssh_config={config}"
+                             f"//cache={fake / 'remote-cache'}",
+                   "--", "test_spread.py", "-p", "no:randomly", "-v",
+                   "--folio-block-sizes=4k"])
+    out, err = capfd.readouterr()
+    assert status == 0, out + err
+    for guest in ("guest1", "guest3"):
+        assert f"folio-vm: {HOST}: {guest}: kernel 6.1.0-test, ramfs" in err, err
+    assert "folio-vm: guest2: kernel 6.1.0-test, ramfs" in err, err
+    assert "folio-vm: 3 guest(s) listening after" in err, err
+    assert re.search(r"^folio: guests guest\d,guest\d,guest\d: ramfs@6.1.0-test, ", out,
+                     re.M), out
+    ran = re.findall(r"^\[(guest[123])\] .*PASSED test_spread.py::(\S+)", out, re.M)
+    assert sorted(item for _, item in ran) == [
+        f"test_fs[4K-{i}-ramfs@6.1.0-test]" for i in range(6)], out
+    assert {guest for guest, _ in ran} == {"guest1", "guest2", "guest3"}, out
+    assert " 6 passed" in out.splitlines()[-1], out
+    assert not any(alive(int(pid)) for pid in (fake / "qemu.pid").read_text().split())
+
+
 @needs_sshd
 def test_an_agent_that_cannot_boot_leaves_the_session_to_the_others(
         sshd: tuple[Path, Path], fake: Path,  # noqa: F811
@@ -126,11 +191,14 @@ def test_an_agent_that_cannot_boot_leaves_the_session_to_the_others(
 def test_the_agent_request_carries_the_guests_options(tmp_path: Path) -> None:
     opts = SimpleNamespace(kernel=tmp_path / "bz", suite=None, modules=None, mtd_size=1,
                            erasesize=2, fs="xfs", mem_mib=3, cpus=4, timeout=5.0,
-                           accel="tcg", console=False, kernel_args="", pytest_args=["-x"])
+                           accel="tcg", console=False, kernel_args="", mtd_tests=True,
+                           pytest_args=["-x"])
     request = json.loads(agent_request(opts, "lab1", [("guest2", parse_guest_spec("fs=ext4"))]))
     assert request["host"] == "lab1"
     assert request["guests"] == [["guest2", "fs=ext4"]]
     assert request["options"]["kernel"] == str(tmp_path / "bz")
+    # a remote guest builds the kernel's mtd tests from its own tree too
+    assert request["options"]["mtd_tests"] is True
     assert request["pytest_args"] == ["-x"]
 
 

@@ -17,11 +17,28 @@ import pytest
 
 from pytest_folio.cli import main
 from pytest_folio.measurement import Measurement
+from pytest_folio.vm import lab
+from pytest_folio.vm.build import Built
 from pytest_folio.vm.guestplugin import MatrixController, pytest_folio_measurement
+from pytest_folio.vm.kernel import REQUIRED_MODULES, WORKER_MODULES
 from pytest_folio.vm.lab import controller_targets
-from pytest_folio.vm.matrix import Group, GuestParam, GuestSpec, Matrix, parse_guest_spec
+from pytest_folio.vm.matrix import (
+    Group,
+    GuestParam,
+    GuestSpec,
+    Matrix,
+    default_label,
+    parse_guest_spec,
+)
 from pytest_folio.vm.scheduler import MatrixScheduling, collection_diff
-from tests.helpers.vm import FAKE_GUEST_START, alive, bzimage, fake_machine
+from tests.helpers.vm import (
+    FAKE_GUEST_START,
+    alive,
+    bzimage,
+    fake_machine,
+    kernel_tree,
+    module,
+)
 
 
 def test_a_spec_names_kernel_fs_sizes_orders_and_a_label() -> None:
@@ -29,6 +46,8 @@ def test_a_spec_names_kernel_fs_sizes_orders_and_a_label() -> None:
                             "block-sizes=4k+64K,orders=0+2,name=bpo")
     assert spec == GuestSpec(suite="bookworm-backports", fs="xfs",
                              block_sizes=(4096, 65536), orders=(0, 2), name="bpo")
+    assert parse_guest_spec("patch=a.patch+dir/b.diff").patches == (Path("a.patch"),
+                                                                     Path("dir/b.diff"))
     assert parse_guest_spec("kernel=vmlinuz,modules=lib/modules/7.2") == GuestSpec(
         kernel=Path("vmlinuz"), modules=Path("lib/modules/7.2"))
     assert parse_guest_spec("fs=ext4") == GuestSpec(fs="ext4")
@@ -49,6 +68,9 @@ def test_a_spec_names_kernel_fs_sizes_orders_and_a_label() -> None:
     ("modules=/lib/modules", "modules= goes with kernel=IMAGE"),
     ("name=a/b", "name=a/b: letters, digits and _.+@- only"),
     ("host=lab1", "--guest host=lab1: host=lab1 is not a --host"),
+    ("patch=a.patch+a.patch", "--guest patch=a.patch+a.patch: patch=a.patch+a.patch: a "
+                              "patch given twice"),
+    ("patch=nope.patch", "--guest patch=nope.patch: patch=nope.patch: "),
 ])
 def test_a_bad_spec_is_one_usage_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                       spec: str, message: str) -> None:
@@ -60,7 +82,9 @@ def test_a_bad_spec_is_one_usage_line(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(("args", "message"), [
     (["--guests", "2"], "--guests N and --guest SPEC do not go together"),
     (["--power-cut"], "--guest and --power-cut do not go together yet"),
-    (["--mtd-tests"], "--guest and --mtd-tests do not go together yet"),
+    (["--patch", str(Path(__file__).parents[2] / "examples/seeds/block2mtd-folio.patch")],
+     "--guest and --patch do not go together yet: a matrix boots "
+     "each kernel as it is, or with the modules its SPEC's patch="),
 ])
 def test_options_a_matrix_does_not_take_are_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
@@ -92,7 +116,7 @@ def test_a_matrix_names_each_items_group_by_the_end_of_its_id() -> None:
 
 def test_two_guests_of_one_label_must_be_alike() -> None:
     with pytest.raises(ValueError, match=r"guests guest1 and guest2 are both xfs@6\.1 but "
-                                         r"differ in orders or block sizes"):
+                                         r"differ in orders, block sizes or patches"):
         Matrix.of({"guest1": group("xfs@6.1", (4096,)), "guest2": group("xfs@6.1",
                                                                         (4096, 65536))})
 
@@ -120,9 +144,17 @@ say(f"@@folio-vm kernel [    0.000000] Linux version {os.path.basename(kernel)} 
 say("@@folio-vm mtd /dev/mtd0 /dev/vda 4096 64x0 ")
 # every ramfs size the init mounts, "kept" in a directory of this guest's own
 for size in dict.fromkeys(re.findall(r"-o blocksize=(\d+)k", init)):
-    where = os.path.join(fake, f"{name}-ramfs-{size}K")
+    # a directory of this guest's own; FAKE_SHARED_RAMFS: at one path in every guest,
+    # as real guests have it (/run/folio/ramfs-4K)
+    where = os.path.join(fake, ("" if os.environ.get("FAKE_SHARED_RAMFS") else f"{name}-")
+                         + f"ramfs-{size}K")
     os.makedirs(where, exist_ok=True)
     say(f"@@folio-vm ramfs {where} {int(size) << 10} 64x0")
+# which block2mtd the initramfs carries: a patched build's vermagic ends with a marker
+os.environ["FAKE_BLOCK2MTD"] = "patched" if "folio-test-patched" in init else "stock"
+# and where init tells pytest the kernel's mtd tests are (vm --mtd-tests)
+mtd_tests = re.search(r"PYTEST_FOLIO_KERNEL_MTD_TESTS=([^' ]+)", init)
+os.environ["FAKE_MTD_TESTS"] = mtd_tests.group(1) if mtd_tests else ""
 server = start_worker()
 while server.poll() is None:
     if os.path.exists(os.path.join(fake, f"panic-{name}")):
@@ -378,3 +410,72 @@ def test_a_guest_whose_kernel_takes_none_of_its_sizes_is_one_line_before_booting
         "python -m pytest_folio vm: error: no --folio-block-sizes size xfs can have on "
         "kernel 6.1.0-test"], err
     assert not (fake / "qemu.pid").exists()
+
+
+def test_a_patch_label_names_the_patches_after_the_kernel() -> None:
+    assert default_label("6.1.0-57-amd64", "xfs") == "xfs@6.1.0-57-amd64"
+    assert default_label("6.1.0-57-amd64", "xfs", [Path("seeds/block2mtd-folio.patch"),
+                                                   Path("a b.diff")]) \
+        == "xfs@6.1.0-57-amd64+block2mtd-folio+a_b"
+
+
+SIDE_TESTS = """
+import os
+
+def test_side(filesystem, request, folio_timer):
+    label = request.node.callspec.params["folio_guest"].label
+    side = "patched" if label.endswith("+fix") else "stock"
+    assert os.environ["FAKE_BLOCK2MTD"] == side, (label, os.environ["FAKE_BLOCK2MTD"])
+    assert os.environ["FAKE_MTD_TESTS"].endswith("mtd-tests-" + side)
+    with folio_timer("list"):
+        os.listdir(filesystem.root)
+"""
+
+
+def test_a_stock_and_a_patched_guest_of_one_kernel_are_base_and_patched(
+        fake: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+        ) -> None:
+    """patch= in a SPEC: that guest boots its kernel with the modules the patch changes
+    built (here stood in) and loaded instead of the stock ones, and with --mtd-tests
+    each guest gets the kernel's mtd tests built from its own tree; its items are a
+    group and a target of their own, so one saved run compares the two sides."""
+    (fake / "test_side.py").write_text(SIDE_TESTS)
+    (fake / "fix.patch").write_text("--- a/drivers/mtd/devices/block2mtd.c\n+++ "
+                                    "b/drivers/mtd/devices/block2mtd.c\n@@ -1 +1 @@\n-a\n+b\n")
+    kernel_tree(fake / "k", "6.1.0-test", {f"kernel/{n}.ko": module()
+                                           for n in {**REQUIRED_MODULES, **WORKER_MODULES}})
+    ko = fake / "block2mtd.ko"
+    ko.write_bytes(module(vermagic="6.1.0-test SMP mod_unload folio-test-patched"))
+    builds: list[list[Path]] = []
+
+    def build(kernel: object, patches: list[Path], *args: object, **kwargs: object) -> Built:
+        builds.append(patches)
+        side = "patched" if patches else "stock"
+        return Built({"block2mtd": ko} if patches else {}, fake / f"mtd-tests-{side}",
+                     fake / "build.log", "fix.patch" if patches else "")
+    monkeypatch.setattr(lab, "build_for_kernel", build)
+    status = main(["vm", "--kernel", str(fake / "bzImage"), "--modules", str(fake / "k"),
+                   "--cache-dir", str(fake / "cache"), "--timeout", "120", "--mtd-tests",
+                   "--guest", "block-sizes=4k", "--guest", "block-sizes=4k,patch=fix.patch",
+                   "--", "test_side.py", "-p", "no:randomly", "-v", "--folio-save",
+                   "one.json"])
+    out, err = capfd.readouterr()
+    assert status == 0, out + err
+    assert builds == [[], [Path("fix.patch")]]
+    assert "folio-vm: guest2: loaded block2mtd built with fix.patch" in err, err
+    assert "folio-vm: guest1: loaded" not in err, err
+    assert ("folio: guests guest2: ramfs@6.1.0-test+fix, orders 0, block sizes 4K, modules "
+            "built with fix.patch\n") in out, out
+    ran = {item: guest for guest, item in re.findall(
+        r"^\[(guest\d)\] .*PASSED test_side.py::(test_side\[[^\]]+\])", out, re.M)}
+    assert ran == {"test_side[4K-ramfs@6.1.0-test]": "guest1",
+                   "test_side[4K-ramfs@6.1.0-test+fix]": "guest2"}, out
+    saved = json.loads((fake / "one.json").read_text())
+    assert [m["target"] for m in saved["measurements"]] == ["vm --guest",
+                                                            "ramfs@6.1.0-test+fix"]
+    assert main(["compare", str(fake / "one.json")]) == 0
+    table = capfd.readouterr().out
+    header = next(ln for ln in table.splitlines() if "Base" in ln)
+    assert "Patched" in header, table
+    assert re.search(r"\| +4K,fs=ramfs,kernel=6.1.0-test +\| +[\d.]+ .*\| +[\d.]+ ", table), \
+        table
