@@ -46,7 +46,10 @@ OWN_REMOVALS = {
     "pytest_folio/targets/fs.py",           # the probe directory it has just made
     "pytest_folio/files.py",
 }
-OWN_REMOVAL_LINES = {("fixtures/failures.py", "old.rmdir()")}   # the mkdtemp just made
+OWN_REMOVAL_LINES = {   # the mkdtemp just made
+    ("fixtures/failures.py", "old.rmdir()"),
+    ("pytest_folio/ktap/run.py", "shutil.rmtree(scratch, ignore_errors=True)   # ours, made above"),
+}
 
 
 def _lines(pattern: re.Pattern[str], skip: set[str]) -> list[str]:
