@@ -134,8 +134,9 @@ def unusable(where: str) -> str | None:
         return None
     if where.startswith(TMPFS):
         options = where[len(TMPFS):]
-        if os.geteuid() != 0 or shutil.which("unshare") is None:
-            return f"a tmpfs mounted -o {options} of its own needs root and unshare(1)"
+        if os.geteuid() != 0 or not all(map(shutil.which, ("unshare", "mount", "mkdir"))):
+            return (f"a tmpfs mounted -o {options} of its own needs root, unshare(1) and "
+                    "mount(8)")
         if "huge=" in options and not os.path.exists(SHMEM_THP):
             return (f"this kernel's tmpfs takes no huge= option (no {SHMEM_THP}: "
                     "CONFIG_TRANSPARENT_HUGEPAGE is off)")

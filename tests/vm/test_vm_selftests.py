@@ -16,7 +16,7 @@ import pytest
 
 from pytest_folio.errors import CommandError
 from pytest_folio.ktap.log import parse
-from pytest_folio.ktap.run import Entry, write_log
+from pytest_folio.ktap.run import Entry, unusable, write_log
 from pytest_folio.vm import run_tool
 from pytest_folio.vm.selftests import (
     MM,
@@ -228,14 +228,14 @@ def test_the_guest_runner_gives_a_fresh_directory_on_the_place_and_removes_it(
 
 
 def _private_mounts() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if unusable("tmpfs:size=1m") is not None or shutil.which("grep") is None:
         return False
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
                           capture_output=True, check=False).returncode == 0
 
 
 @pytest.mark.skipif(not _private_mounts(),
-                    reason="needs root and unshare(1) with mount namespaces")
+                    reason="needs root, unshare(1) with mount namespaces, mount(8), grep")
 def test_a_tmpfs_place_is_mounted_with_its_options_for_the_program_alone(
         tmp_path: Path) -> None:
     program = script(tmp_path / "prog", ARGV_PROGRAM + 'grep " $1 " /proc/mounts\n')
