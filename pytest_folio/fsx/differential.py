@@ -898,16 +898,21 @@ def first_difference(ours: bytes, theirs: bytes, base: int, sent: list[Op]) -> s
 
 # errnos POSIX leaves to the file system: a directory renamed over a non-empty one is
 # ENOTEMPTY or EEXIST (XFS answers EEXIST, tmpfs and ext4 ENOTEMPTY), and so is rmdir of
-# a non-empty directory (rmdir(2): "POSIX.1 also allows EEXIST")
-_EITHER = {"rename": {"ENOTEMPTY", "EEXIST"}, "rmdir": {"ENOTEMPTY", "EEXIST"}}
+# a non-empty directory (rmdir(2): "POSIX.1 also allows EEXIST"); unlink of a directory
+# is EISDIR on Linux and EPERM by POSIX (unlink(2))
+_EITHER = {"rename": {"ENOTEMPTY", "EEXIST"}, "rmdir": {"ENOTEMPTY", "EEXIST"},
+           "unlink": {"EISDIR", "EPERM"}}
 
 
 def _same_choice(op: Op, a: Outcome, b: Outcome) -> bool:
     """Whether two errors are one answer where POSIX lets the file system choose. Also
     ftruncate of a descriptor not open for writing (or of a directory, which never is):
     EINVAL on Linux, EBADF or EINVAL by POSIX (truncate(2)); a negative length is
-    EINVAL only, and a descriptor that is not open EBADF only."""
+    EINVAL only, and a descriptor that is not open EBADF only. A length past the largest
+    file size is EFBIG or EINVAL (truncate(2) lists both)."""
     if op[0] == "ftruncate":
+        if op[2] > MAX_LFS_FILESIZE:
+            return {a[1], b[1]} <= {"EFBIG", "EINVAL"}
         return (b[1], a[1]) == ("EINVAL", "EBADF") and op[2] >= 0
     either = _EITHER.get(op[0], set())
     return a[1] in either and b[1] in either

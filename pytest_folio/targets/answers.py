@@ -18,7 +18,11 @@ is a matter of style, so every shape that carries the same information is accept
   asked (at most that for the file-system reads, which stop at EOF) that is a snapshot:
   a view into the target's cache, or a buffer it fills again on the next read, changes
   when the target does and is reported as what it is;
-- ``listdir`` returns the names, in any order, in any iterable of str.
+- ``listdir`` returns the names, in any order, in any iterable of str;
+- an error is an ``OSError`` with Linux's errno, or one raised the usual Python way
+  without it: by the class that names it (``raise FileNotFoundError(path)``: ENOENT) or
+  with the errno as its only argument (``OSError(errno.EIO)``); such an error is given
+  that errno (:func:`named_errno`) before anyone reads it.
 
 :func:`answering` puts these rules in front of a target: every answer is checked once,
 converted once (bytes for a read, an int for a write, None for the rest, the names
@@ -29,6 +33,7 @@ sorted), and the callers compare what storage promises and nothing else. A breac
 from __future__ import annotations
 
 import collections
+import errno
 import functools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -44,6 +49,35 @@ T = TypeVar("T")
 WATCHED = 8
 SETTLING = frozenset({"close", "sync", "fsync", "reopen", "power_cut", "umount",
                       "drop_caches"})
+
+
+# The errno each OSError subclass of PEP 3151 stands for, for an error raised by its class
+# alone. PermissionError stands for EACCES and EPERM alike: the protocols have no
+# owners or modes, so it is EPERM where POSIX answers that without them (unlink of a
+# directory) and EACCES elsewhere (mmap of a read-only descriptor for writing).
+_CLASS_ERRNO = ((FileNotFoundError, errno.ENOENT), (FileExistsError, errno.EEXIST),
+                (IsADirectoryError, errno.EISDIR), (NotADirectoryError, errno.ENOTDIR),
+                (PermissionError, errno.EACCES), (InterruptedError, errno.EINTR),
+                (BlockingIOError, errno.EAGAIN), (TimeoutError, errno.ETIMEDOUT))
+
+
+_EPERM_CALLS = frozenset({"unlink", "rmdir", "rename"})
+
+
+def named_errno(exc: OSError, call: str = "") -> int | None:
+    """The errno ``exc`` (raised by ``call``) says: its own, else the one its class
+    names, else its only argument when that is an errno (``OSError(errno.EIO)`` keeps
+    errno None); None when it says none (a bare ``OSError("failed")``)."""
+    if exc.errno is not None:
+        return exc.errno
+    if isinstance(exc, PermissionError) and call in _EPERM_CALLS:
+        return errno.EPERM
+    for cls, code in _CLASS_ERRNO:
+        if isinstance(exc, cls):
+            return code
+    if len(exc.args) == 1 and type(exc.args[0]) is int and exc.args[0] in errno.errorcode:
+        return exc.args[0]
+    return None
 
 
 class AnswerError(AssertionError):
@@ -259,6 +293,10 @@ class Answering:
                 if problem is None:
                     raise
                 raise problem from None
+            except OSError as exc:
+                if exc.errno is None:
+                    exc.errno = named_errno(exc, name)
+                raise
             if entry is not None:
                 names, rule = entry
                 given = (*args, *(kwargs[n] for n in names[len(args):] if n in kwargs))

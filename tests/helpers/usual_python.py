@@ -11,6 +11,8 @@ must pass on them (``--folio-fs=tests.helpers.usual_python:UsualFS``,
 from __future__ import annotations
 
 import errno
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from pytest_folio.linux.uapi import (
@@ -184,3 +186,39 @@ class PosixChoicesFS:
             if exc.errno != errno.EINVAL or length < 0:
                 raise
             raise OSError(errno.EBADF, "ftruncate: not open for writing") from None
+
+
+# the errnos Python names by a class of their own (PEP 3151)
+_ERROR_CLASSES: dict[int, type[OSError]] = {
+    errno.ENOENT: FileNotFoundError, errno.EEXIST: FileExistsError,
+    errno.EISDIR: IsADirectoryError, errno.ENOTDIR: NotADirectoryError,
+    errno.EACCES: PermissionError}
+
+
+class UsualErrorsFS:
+    """A correct file system whose errors are raised the usual Python way, without an
+    errno: by their class (``raise FileNotFoundError(path)``), or ``OSError(errno.X)``
+    for an errno without a class of its own; unlink of a directory is a
+    ``PermissionError``, POSIX's EPERM. UsualFS underneath, behind ``__getattr__``."""
+
+    def __init__(self, blocksize: int = 4096, root: str | None = None, *,
+                 cache_bytes: int = 1 << 20) -> None:
+        self._fs = UsualFS(blocksize, root, cache_bytes=cache_bytes)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._fs, name)
+        return self._raising_usually(name, attr) if callable(attr) else attr
+
+    @staticmethod
+    def _raising_usually(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(call)
+        def raising(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return call(*args, **kwargs)
+            except OSError as exc:
+                what = f"{name}{args!r}"[:80]
+                if name == "unlink" and exc.errno == errno.EISDIR:
+                    raise PermissionError(what) from None
+                cls = _ERROR_CLASSES.get(exc.errno or 0)
+                raise (cls(what) if cls else OSError(exc.errno)) from None
+        return raising

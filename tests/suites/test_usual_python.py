@@ -30,6 +30,11 @@ RUNS = {
                  "--folio-block-sizes=64K", "-k",
                  "not mtd and not cache and (differential or range or non_empty "
                  "or read_only_descriptor)"),
+    # errors without an errno (a class, or OSError(errno.X)), POSIX's EPERM for unlink
+    # of a directory: where errnos are compared
+    "fs-errors": ("--folio-fs=tests.helpers.usual_python:UsualErrorsFS",
+                  "--folio-block-sizes=4K", "-k",
+                  "not mtd and not cache and (differential or semantics)"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -39,11 +44,13 @@ MUST_PASS = {
     "mtd": ("test_mtd_fsx.py", "test_mtd_read.py", "test_mtd_powercut.py"),
     "mtd-memoryview": ("test_mtd_fsx.py",),
     "fs-posix": ("test_fs_differential.py", "test_fs_semantics.py"),
+    "fs-errors": ("test_fs_differential.py", "test_fs_semantics.py"),
 }
 
 
 # two seeds each; the memoryview device is the mtd one with other reads: one seed
-CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1)]
+CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1),
+         ("fs-errors", 2)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])

@@ -4,6 +4,7 @@ information, or a read's answer that changes later, is one line naming the call.
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ from pytest_folio.targets.answers import (
     answering,
     count_answer,
     data_answer,
+    named_errno,
     names_answer,
 )
 from pytest_folio.targets.capabilities import supports
@@ -87,6 +89,35 @@ def test_a_device_behind_the_rules_is_the_device_to_every_check() -> None:
     assert dev.read(0, 2) == b"\xff\xff" and type(dev.read(0, 2)) is bytes
     dev.name = "renamed"                                # attributes are the device's
     assert dev.name == "renamed"
+
+
+@pytest.mark.parametrize(("error", "call", "code"), [
+    (OSError(errno.EIO, "I/O error"), "read", errno.EIO),
+    (FileNotFoundError("f"), "open", errno.ENOENT),
+    (FileExistsError("d"), "mkdir", errno.EEXIST),
+    (IsADirectoryError("d"), "open", errno.EISDIR),
+    (NotADirectoryError("f"), "listdir", errno.ENOTDIR),
+    (PermissionError("d"), "unlink", errno.EPERM),
+    (PermissionError("f"), "mmap_write", errno.EACCES),
+    (OSError(errno.EROFS), "write", errno.EROFS),
+    (type("MyMissing", (FileNotFoundError,), {})("f"), "stat", errno.ENOENT),
+    (OSError("failed"), "read", None),
+    (OSError(10**9), "read", None),
+])
+def test_an_error_raised_without_its_errno_says_the_one_it_names(
+        error: OSError, call: str, code: int | None) -> None:
+    assert named_errno(error, call) == code
+
+
+def test_a_target_behind_the_rules_raises_errors_with_their_errno() -> None:
+    class RaisingByClass(MemFS):
+        def stat(self, path: str) -> os.stat_result:
+            raise FileNotFoundError(path)
+
+    fs = answering(RaisingByClass(4096), FS_RULES)
+    with pytest.raises(FileNotFoundError) as info:
+        fs.stat("nowhere")
+    assert info.value.errno == errno.ENOENT
 
 
 class OnlyTheCore(FileSystemBase, MemFS):
