@@ -222,3 +222,22 @@ class UsualErrorsFS:
                 cls = _ERROR_CLASSES.get(exc.errno or 0)
                 raise (cls(what) if cls else OSError(exc.errno)) from None
         return raising
+
+
+class NoPreallocationFS(UsualFS):
+    """A correct file system that cannot reserve blocks: fallocate with KEEP_SIZE
+    checks its arguments as vfs_fallocate does and then allocates nothing, as OpenZFS's
+    zpl_fallocate does (copy-on-write and snapshots make a reservation impossible), so
+    st_blocks stays as it was."""
+
+    def fallocate(self, fd: int, mode: int, offset: int,  # type: ignore[override]
+                  length: int) -> int:
+        if mode != FALLOC_FL_KEEP_SIZE:
+            return super().fallocate(fd, mode, offset, length)
+        self.fstat(fd)                              # EBADF
+        if offset < 0 or length <= 0:
+            raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+        self.pwrite(fd, b"", 0)                     # EBADF: not open for writing
+        if offset + length > MAX_LFS_FILESIZE:
+            raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+        return 0

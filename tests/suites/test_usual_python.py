@@ -35,6 +35,10 @@ RUNS = {
     "fs-errors": ("--folio-fs=tests.helpers.usual_python:UsualErrorsFS",
                   "--folio-block-sizes=4K", "-k",
                   "not mtd and not cache and (differential or semantics)"),
+    # fallocate KEEP_SIZE that allocates nothing (OpenZFS): st_blocks stays
+    "fs-no-prealloc": ("--folio-fs=tests.helpers.usual_python:NoPreallocationFS",
+                       "--folio-block-sizes=4K", "-k",
+                       "not mtd and not cache and (st_blocks or differential)"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -45,12 +49,13 @@ MUST_PASS = {
     "mtd-memoryview": ("test_mtd_fsx.py",),
     "fs-posix": ("test_fs_differential.py", "test_fs_semantics.py"),
     "fs-errors": ("test_fs_differential.py", "test_fs_semantics.py"),
+    "fs-no-prealloc": ("test_fs_differential.py", "test_fs_semantics.py"),
 }
 
 
 # two seeds each; the memoryview device is the mtd one with other reads: one seed
 CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1),
-         ("fs-errors", 2)]
+         ("fs-errors", 2), ("fs-no-prealloc", 1)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
