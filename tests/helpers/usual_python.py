@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -241,3 +242,15 @@ class NoPreallocationFS(UsualFS):
         if offset + length > MAX_LFS_FILESIZE:
             raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
         return 0
+
+
+class ShortStatFS(UsualFS):
+    """A correct file system whose stat answers are built from ten fields, the short
+    way (``os.stat_result((mode, ..., size, ...))``): st_blocks and st_blksize read as
+    None, as on a system whose stat has no such fields."""
+
+    def fstat(self, fd: int) -> os.stat_result:
+        return os.stat_result(tuple(super().fstat(fd))[:10])
+
+    def stat(self, path: str) -> os.stat_result:
+        return os.stat_result(tuple(super().stat(path))[:10])

@@ -39,6 +39,10 @@ RUNS = {
     "fs-no-prealloc": ("--folio-fs=tests.helpers.usual_python:NoPreallocationFS",
                        "--folio-block-sizes=4K", "-k",
                        "not mtd and not cache and (st_blocks or differential)"),
+    # stat answers of ten fields: no st_blocks or st_blksize to check
+    "fs-short-stat": ("--folio-fs=tests.helpers.usual_python:ShortStatFS",
+                      "--folio-block-sizes=4K", "-k",
+                      "not mtd and not cache and (st_blocks or st_blksize or fstat_agree)"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -50,12 +54,14 @@ MUST_PASS = {
     "fs-posix": ("test_fs_differential.py", "test_fs_semantics.py"),
     "fs-errors": ("test_fs_differential.py", "test_fs_semantics.py"),
     "fs-no-prealloc": ("test_fs_differential.py", "test_fs_semantics.py"),
+    "fs-short-stat": ("test_fs_semantics.py",),
 }
 
 
 # two seeds each; the memoryview device is the mtd one with other reads: one seed
 CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1),
-         ("fs-errors", 2), ("fs-no-prealloc", 1)]
+         ("fs-errors", 2), ("fs-no-prealloc", 1),
+         ("fs-short-stat", 1)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
