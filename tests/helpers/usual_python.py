@@ -23,6 +23,7 @@ from pytest_folio.linux.uapi import (
     FALLOC_FL_ZERO_RANGE,
 )
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE
+from tests.helpers.fsx_cachedfs import Inode
 from tests.helpers.fsx_powercut import PowerCutFS
 from tests.helpers.mtd_devices import PowerCutMTD
 
@@ -254,3 +255,16 @@ class ShortStatFS(UsualFS):
 
     def stat(self, path: str) -> os.stat_result:
         return os.stat_result(tuple(super().stat(path))[:10])
+
+
+class DirectoryFsyncFS(UsualFS):
+    """A correct file system whose fsync keeps to what fsync(2) promises, as ext2's
+    does: a file's fsync makes its data and size durable, and its name becomes durable
+    with an fsync of its directory ("an explicit fsync() on a file descriptor for the
+    directory is also needed")."""
+
+    def commit(self, inode: Inode) -> None:
+        if inode.is_dir:
+            super().commit(inode)
+        else:
+            self.disk_size[inode.ino] = inode.size

@@ -43,6 +43,9 @@ RUNS = {
     "fs-short-stat": ("--folio-fs=tests.helpers.usual_python:ShortStatFS",
                       "--folio-block-sizes=4K", "-k",
                       "not mtd and not cache and (st_blocks or st_blksize or fstat_agree)"),
+    # fsync commits data and size, an fsync of the directory the names (fsync(2), ext2)
+    "fs-directory-fsync": ("--folio-fs=tests.helpers.usual_python:DirectoryFsyncFS",
+                           "--folio-block-sizes=4K", "-k", "fs_powercut"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -55,13 +58,14 @@ MUST_PASS = {
     "fs-errors": ("test_fs_differential.py", "test_fs_semantics.py"),
     "fs-no-prealloc": ("test_fs_differential.py", "test_fs_semantics.py"),
     "fs-short-stat": ("test_fs_semantics.py",),
+    "fs-directory-fsync": ("test_fs_powercut.py",),
 }
 
 
 # two seeds each; the memoryview device is the mtd one with other reads: one seed
 CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1),
          ("fs-errors", 2), ("fs-no-prealloc", 1),
-         ("fs-short-stat", 1)]
+         ("fs-short-stat", 1), ("fs-directory-fsync", 1)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
