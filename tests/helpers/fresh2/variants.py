@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any
 
 from tests.helpers.fresh2.flatfs import FlatFS
+from tests.helpers.fresh2.syncfs import SyncFS
 from tests.helpers.fresh2.treefs import Dir, Inode, TreeFS
 
 
@@ -42,3 +44,25 @@ def noblocks(blocksize: int) -> NoBlocksTreeFS:
 def kwargs_flat(**kwargs: Any) -> FlatFS:
     """A factory that takes everything as keywords (so no cache_bytes is promised)."""
     return FlatFS(kwargs["blocksize"])
+
+
+class PosixFsyncFS(SyncFS):
+    """fsync as fsync(2) promises it and no more: a file's fsync makes its data and size
+    durable; its name becomes durable with an fsync of the directory (the root, here),
+    as the man page asks ("an explicit fsync() on a file descriptor for the directory
+    is also needed"), as ext2 does."""
+
+    def fsync(self, fd: int) -> None:
+        if fd not in self.fds:
+            raise OSError(errno.EBADF)
+        if self._is_root(fd):
+            self.saved_names = {n: f.ino for n, f in self.files.items()}
+            live = set(self.saved_names.values())
+            self.saved = {ino: d for ino, d in self.saved.items() if ino in live}
+            return
+        f = self.fds[fd][0]
+        self.saved[f.ino] = bytes(f.data)
+
+
+def posix_fsync(blocksize: int) -> PosixFsyncFS:
+    return PosixFsyncFS(blocksize)
