@@ -20,6 +20,7 @@ from pytest_folio.linux.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
     FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
 )
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE
@@ -268,3 +269,28 @@ class DirectoryFsyncFS(UsualFS):
             super().commit(inode)
         else:
             self.disk_size[inode.ino] = inode.size
+
+
+# the modes vfs_fallocate lets through to the file system (the rest it refuses first)
+_VFS_MODES = (0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              FALLOC_FL_ZERO_RANGE, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+              FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE)
+
+
+class PassthroughFallocateFS(PosixChoicesFS):
+    """A correct file system whose fallocate is libfuse's passthrough's: it allocates
+    with mode 0 and answers EOPNOTSUPP for every other mode (KEEP_SIZE included), after
+    the VFS's checks; it lists no ``features``."""
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        if mode == 0:
+            self._fs.fallocate(fd, mode, offset, length)
+            return
+        self._fs.fstat(fd)                           # EBADF
+        if offset < 0 or length <= 0:
+            raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+        if mode in _VFS_MODES:
+            self._fs.pwrite(fd, b"", 0)              # EBADF: not open for writing
+            if offset + length > MAX_LFS_FILESIZE:
+                raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+        raise OSError(errno.EOPNOTSUPP, "fallocate: only mode 0")
