@@ -66,3 +66,35 @@ class PosixFsyncFS(SyncFS):
 
 def posix_fsync(blocksize: int) -> PosixFsyncFS:
     return PosixFsyncFS(blocksize)
+
+
+class ErrnoOnlyProbedFS(ProbedTreeFS):
+    """No features list, and the modes it lacks answer ``OSError(errno.EOPNOTSUPP)``,
+    the errno as the only argument (errno attribute None)."""
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        try:
+            super().fallocate(fd, mode, offset, length)
+        except OSError as exc:
+            if exc.errno == errno.EOPNOTSUPP:
+                raise OSError(errno.EOPNOTSUPP) from None
+            raise
+
+
+class NoKeepSizeFS(ProbedTreeFS):
+    """No features list; fallocate allocates (mode 0) and punches holes but answers
+    EOPNOTSUPP for KEEP_SIZE alone, after the VFS's checks (a file system that cannot
+    preallocate past EOF)."""
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        if mode == 1:
+            super().fallocate(fd, 1 | 8, offset, length)   # the VFS's checks, then
+        super().fallocate(fd, mode, offset, length)
+
+
+def errno_only(blocksize: int) -> ErrnoOnlyProbedFS:
+    return ErrnoOnlyProbedFS(blocksize)
+
+
+def no_keep_size(blocksize: int) -> NoKeepSizeFS:
+    return NoKeepSizeFS(blocksize)
