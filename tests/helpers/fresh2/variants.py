@@ -7,6 +7,7 @@ import os
 import stat
 from typing import Any
 
+from tests.helpers.fresh2.ebram import EraseblockRam
 from tests.helpers.fresh2.flatfs import FlatFS
 from tests.helpers.fresh2.syncfs import SyncFS
 from tests.helpers.fresh2.treefs import Dir, Inode, TreeFS
@@ -98,3 +99,35 @@ def errno_only(blocksize: int) -> ErrnoOnlyProbedFS:
 
 def no_keep_size(blocksize: int) -> NoKeepSizeFS:
     return NoKeepSizeFS(blocksize)
+
+
+class RangeFirstRam(EraseblockRam):
+    """Writes check the range before MTD_WRITEABLE, as mtd_write did before Linux 4.17
+    (mtd_write_oob now checks EROFS first)."""
+
+    def write(self, offset: int, data: bytes) -> None:
+        self._check(offset, len(data))
+        super().write(offset, data)
+
+
+def range_first(size: int, erasesize: int, readonly: bool = False) -> RangeFirstRam:
+    return RangeFirstRam(size, erasesize, readonly)
+
+
+class ShortCopyTreeFS(TreeFS):
+    """copy_file_range copies at most 64 KiB a call (copy_file_range(2): "may copy
+    fewer bytes than requested"); open hands out descriptors from 0; listdir answers a
+    generator."""
+
+    def __init__(self, blocksize: int = 4096) -> None:
+        super().__init__(blocksize)
+        self._next = 0
+
+    max_copy = 64 << 10
+
+    def listdir(self, path: str) -> Any:  # type: ignore[override]
+        return (name for name in super().listdir(path))
+
+
+def short_copy(blocksize: int) -> ShortCopyTreeFS:
+    return ShortCopyTreeFS(blocksize)
