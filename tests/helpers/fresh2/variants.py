@@ -125,7 +125,7 @@ class ShortCopyTreeFS(TreeFS):
 
     max_copy = 64 << 10
 
-    def listdir(self, path: str) -> Any:  # type: ignore[override]
+    def listdir(self, path: str) -> Any:
         return (name for name in super().listdir(path))
 
 
