@@ -294,3 +294,14 @@ class PassthroughFallocateFS(PosixChoicesFS):
             if offset + length > MAX_LFS_FILESIZE:
                 raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
         raise OSError(errno.EOPNOTSUPP, "fallocate: only mode 0")
+
+
+class NoDirectoryFsyncFS(UsualFS):
+    """A correct file system whose file fsync commits the name too (a journal), and
+    whose directories have no fsync: fsync of one answers EINVAL, as vfs_fsync_range
+    does for a file system without ->fsync."""
+
+    def fsync(self, fd: int) -> int:  # type: ignore[override]
+        if self.file(fd).inode.is_dir:
+            raise OSError(errno.EINVAL, "fsync: directories cannot be synced")
+        return super().fsync(fd)

@@ -51,6 +51,9 @@ RUNS = {
         "--folio-fs=tests.helpers.usual_python:PassthroughFallocateFS",
         "--folio-block-sizes=4K", "-k",
         "not mtd and not cache and (differential or test_fsx or fallocate)"),
+    # no fsync of a directory (EINVAL), names committed by the file's fsync
+    "fs-no-directory-fsync": ("--folio-fs=tests.helpers.usual_python:NoDirectoryFsyncFS",
+                              "--folio-block-sizes=4K", "-k", "fs_powercut"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -65,6 +68,7 @@ MUST_PASS = {
     "fs-short-stat": ("test_fs_semantics.py",),
     "fs-directory-fsync": ("test_fs_powercut.py",),
     "fs-passthrough-fallocate": ("test_fs_differential.py", "test_fsx.py"),
+    "fs-no-directory-fsync": ("test_fs_powercut.py",),
 }
 
 
@@ -72,7 +76,7 @@ MUST_PASS = {
 CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1),
          ("fs-errors", 2), ("fs-no-prealloc", 1),
          ("fs-short-stat", 1), ("fs-directory-fsync", 1),
-         ("fs-passthrough-fallocate", 1)]
+         ("fs-passthrough-fallocate", 1), ("fs-no-directory-fsync", 1)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
