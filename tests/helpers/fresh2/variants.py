@@ -7,6 +7,7 @@ import os
 import stat
 from typing import Any
 
+from tests.helpers.fresh2.bufnor import BufferedNor
 from tests.helpers.fresh2.ebram import EraseblockRam
 from tests.helpers.fresh2.flatfs import FlatFS
 from tests.helpers.fresh2.syncfs import SyncFS
@@ -131,3 +132,28 @@ class ShortCopyTreeFS(TreeFS):
 
 def short_copy(blocksize: int) -> ShortCopyTreeFS:
     return ShortCopyTreeFS(blocksize)
+
+
+class SmallBufferNor(BufferedNor):
+    """A NOR whose controller programs 512-byte write-buffer lines (CFI NOR flash buffers
+    32 to 512 bytes a program operation): a power cut lands any prefix of the buffered
+    lines, so a 4 KiB page can be part old and part new."""
+
+    def __init__(self, size: int, erasesize: int, readonly: bool = False) -> None:
+        super().__init__(size, erasesize, readonly)
+        self.lines = 512
+        self.power_cut_unit = 512       # what a cut leaves all old or all new
+
+    def power_cut(self) -> None:
+        self.cuts += 1
+        lines = [(idx, at) for idx in self.buffer for at in range(0, 4096, self.lines)]
+        done = self.cuts * 7 % (len(lines) + 1)
+        for idx, at in lines[:done]:
+            start = idx * 4096 + at
+            if start < self.size:
+                self.array[start:start + self.lines] = self.buffer[idx][at:at + self.lines]
+        self.buffer.clear()
+
+
+def small_buffer_nor(size: int, erasesize: int, readonly: bool = False) -> SmallBufferNor:
+    return SmallBufferNor(size, erasesize, readonly)
