@@ -90,6 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
     register_collector(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "pytest_folio.xdist")
+        if not hasattr(config, "workerinput"):
+            _steal_work_unless_told(config)
     config.pluginmanager.register(progress.PytestProgress(config), "pytest_folio.terminal.progress")
     if not hasattr(config, "workerinput"):     # the controller sees every report
         config.pluginmanager.register(SkipSummary(), "pytest_folio.terminal.skips")
@@ -103,6 +105,18 @@ def pytest_configure(config: pytest.Config) -> None:
                                       "pytest_folio.timeout")
     if settings(config).coverage:
         config.pluginmanager.register(CoverageCollector(config), "pytest_folio.coverage")
+
+
+def _steal_work_unless_told(config: pytest.Config) -> None:
+    """``-n`` without ``--dist``: ``worksteal`` rather than xdist's implied ``load``.
+    ``load`` hands out the items in fixed shares, so the run ends with one worker still
+    on a last item of seconds (a timing suite) while the other idles; ``worksteal``
+    moves the rest of a busy worker's share to an idle one. A ``--dist`` the user gave
+    (on the command line, in ``addopts`` or ``PYTEST_ADDOPTS``) is kept."""
+    told = getattr(config.known_args_namespace, "dist", None)
+    if config.getoption("dist", "no") == "load" and told == "no" \
+            and not getattr(config.known_args_namespace, "distload", False):
+        config.option.dist = "worksteal"
 
 
 class _XdistController:

@@ -122,6 +122,30 @@ def test_same_collection_under_xdist(pytester: pytest.Pytester) -> None:
                                "test_block[16K]", "test_block[64K]"])
 
 
+@pytest.mark.parametrize(("args", "env", "mode"), [
+    (["-n", "2"], "", "worksteal"),
+    (["-n", "2", "--dist", "load"], "", "load"),
+    (["-n", "2"], "--dist=loadfile", "loadfile"),
+    ([], "", "no"),
+], ids=["implied", "given", "addopts", "serial"])
+def test_n_without_dist_steals_work_and_a_given_dist_is_kept(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str],
+        env: str, mode: str) -> None:
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(config):
+            if not hasattr(config, "workerinput"):
+                print("dist mode:", config.option.dist)
+    """)
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass\n")
+    monkeypatch.setenv("PYTEST_ADDOPTS", env)
+    result = pytester.runpytest_subprocess("-p", "pytest_folio", "-s", *args)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"dist mode: {mode}"])
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--folio-orders", "10"], "--folio-orders: folio order 10 is out of range 0..9*"),
     (["--folio-orders", "two"], "--folio-orders: not a folio order: 'two'*"),
