@@ -90,7 +90,8 @@ class AllowedStates:
         other = next(i for i in range(unit) if _state_of(states, first_how)[i] != piece[i])
         return (f"the {unit}-byte unit at {base:#x} mixes its states: byte {at:#x} is "
                 f"as {first_how}, byte {base + other:#x} is not (a cut tore a unit the "
-                f"device lands whole)")
+                f"device lands whole: its power_cut_unit, else a page; flash that programs "
+                f"less at once, a NOR write-buffer line, says so with power_cut_unit)")
 
     def adopt(self, got: bytes) -> None:
         """After the cut the device holds ``got`` on its store: the new synced state."""

@@ -23,7 +23,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from pytest_folio.linux.uapi import FALLOC_FEATURE_MODE
+from pytest_folio.linux.uapi import FALLOC_FEATURE_MODE, FALLOC_MODE_FEATURE
 from pytest_folio.targets.protocols import (
     ChunkedMTD,
     CopyFileRange,
@@ -234,6 +234,12 @@ def features_of(fs: object) -> frozenset[str]:
 # the mode (tmpfs: collapse, insert and zero range), as fsx's probe takes it.
 UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.ENOTTY})
 _PROBE_NAME = ".folio-feature-probe"
+# every mode a fallocate feature stands for is tried, as fsx tries allocation with and
+# without KEEP_SIZE apart (its fallocate_calls and keep_size_calls): libfuse's
+# passthrough, and the FUSE file systems made from it, allocate with mode 0 and answer
+# EOPNOTSUPP for every other mode
+_FEATURE_MODES = {feature: [m for m, f in FALLOC_MODE_FEATURE.items() if f == feature]
+                  for feature in FALLOC_FEATURE_MODE}
 
 
 def working_features(fs: Any) -> frozenset[str]:
@@ -252,18 +258,20 @@ def working_features(fs: Any) -> frozenset[str]:
         return frozenset(have)
     try:
         for feature in probes:
-            try:
-                fs.ftruncate(fd, 0)
-                fs.pwrite(fd, b"\xa5" * (4 * bs), 0)
-                if feature == "copy_range":
-                    fs.copy_file_range(fd, fd, bs, 0, 2 * bs)
-                else:
-                    fs.fallocate(fd, FALLOC_FEATURE_MODE[feature], bs, bs)
-            except OSError as exc:
-                if exc.errno in UNSUPPORTED_ERRNOS:
-                    have.discard(feature)
-                    if feature == "fallocate":     # no fallocate at all: no mode either
-                        have -= set(FALLOC_FEATURE_MODE)
+            for mode in _FEATURE_MODES.get(feature, [None]):
+                try:
+                    fs.ftruncate(fd, 0)
+                    fs.pwrite(fd, b"\xa5" * (4 * bs), 0)
+                    if mode is None:
+                        fs.copy_file_range(fd, fd, bs, 0, 2 * bs)
+                    else:
+                        fs.fallocate(fd, mode, bs, bs)
+                except OSError as exc:
+                    if exc.errno in UNSUPPORTED_ERRNOS:
+                        have.discard(feature)
+                        if mode == 0:       # no fallocate at all: no mode either
+                            have -= set(FALLOC_FEATURE_MODE)
+                        break
     finally:
         with contextlib.suppress(OSError):
             fs.close(fd)

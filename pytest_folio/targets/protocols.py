@@ -259,9 +259,10 @@ class PowerCut(Protocol):
 
 @runtime_checkable
 class PowerCutUnit(Protocol):
-    """``power_cut_unit``: the aligned bytes (a power of two, a page or more) that a power
-    cut leaves all old or all new, never mixed (a folio, when the target writes each folio
-    back as one unit). Without it, the power-cut suites promise a page."""
+    """``power_cut_unit``: the aligned bytes (a power of two) that a power cut leaves
+    all old or all new, never mixed (a folio, when the target writes each folio back as
+    one unit; a NOR write-buffer line, below a page). Without it, the power-cut suites
+    promise a page."""
 
     power_cut_unit: int
 

@@ -14,15 +14,29 @@ from pytest_folio.targets.capabilities import working_features
 from pytest_folio.targets.protocols import AnyFileSystem
 
 
+def _not_reported(fs: AnyFileSystem, field: str) -> str:
+    """Why a check of ``field`` skips: the target's stat leaves it out (None, as an
+    os.stat_result of ten fields has it). Python's stat_result has st_blocks and
+    st_blksize only on some systems, and statx(2) lets a file system leave a field out
+    of stx_mask: not reporting the field is no storage bug."""
+    return (f"{type(fs).__name__}'s stat answers no {field} (None: an os.stat_result "
+            f"of ten fields), so there is nothing to check")
+
+
 class FsAccounting(_Base):
     """st_size and st_blocks after every kind of operation."""
 
     def blocks(self, fs: AnyFileSystem, fd: int) -> int:
-        return int(fs.fstat(fd).st_blocks)
+        blocks = fs.fstat(fd).st_blocks
+        if blocks is None:
+            pytest.skip(_not_reported(fs, "st_blocks"))
+        return int(blocks)
 
     def test_st_blksize_is_a_positive_size(self, filesystem: AnyFileSystem) -> None:
         fd = filesystem.open("f", RDWR_CREAT)
         blksize = filesystem.fstat(fd).st_blksize
+        if blksize is None:
+            pytest.skip(_not_reported(filesystem, "st_blksize"))
         assert isinstance(blksize, int) and blksize > 0, (
             f"st_blksize {blksize!r}: stat(2)'s preferred I/O size is a positive number")
 
@@ -89,13 +103,24 @@ class FsAccounting(_Base):
         filesystem.ftruncate(fd, bs + 1)
         assert self.blocks(filesystem, fd) <= before // 2, f"{before} before"
 
-    def test_st_blocks_grow_with_fallocate_keep_size(self, filesystem: AnyFileSystem) -> None:
+    def test_st_blocks_grow_with_fallocate_keep_size(self, filesystem: AnyFileSystem,
+                                                     request: pytest.FixtureRequest) -> None:
+        """On the reference, the blocks are allocated. Elsewhere they need not be: a
+        file system that cannot reserve blocks checks the free space and allocates
+        nothing (OpenZFS's zpl_fallocate: copy-on-write and snapshots make a
+        reservation impossible), so st_blocks may stay as it was, and never shrinks."""
         need(filesystem, "fallocate")
         bs = filesystem.blocksize
         fd = self.create(filesystem, "f", pattern(100, 46))
         before = self.blocks(filesystem, fd)
         filesystem.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4 * bs)
-        assert self.blocks(filesystem, fd) >= before + 3 * bs // 512
+        after = self.blocks(filesystem, fd)
+        if fs_target(request.config).kind == "reference":
+            assert after >= before + 3 * bs // 512
+        else:
+            assert after >= before, (
+                f"st_blocks {after} after fallocate KEEP_SIZE of 4 blocks, {before} "
+                "before: an allocation may allocate nothing, never free blocks")
         assert filesystem.fstat(fd).st_size == 100
 
     def test_st_blocks_shrink_after_punching_whole_blocks(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +20,11 @@ from pytest_folio.linux.uapi import (
     FALLOC_FL_COLLAPSE_RANGE,
     FALLOC_FL_INSERT_RANGE,
     FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
     FALLOC_FL_ZERO_RANGE,
 )
 from pytest_folio.model.vfs import MAX_LFS_FILESIZE
+from tests.helpers.fsx_cachedfs import Inode
 from tests.helpers.fsx_powercut import PowerCutFS
 from tests.helpers.mtd_devices import PowerCutMTD
 
@@ -222,3 +225,83 @@ class UsualErrorsFS:
                 cls = _ERROR_CLASSES.get(exc.errno or 0)
                 raise (cls(what) if cls else OSError(exc.errno)) from None
         return raising
+
+
+class NoPreallocationFS(UsualFS):
+    """A correct file system that cannot reserve blocks: fallocate with KEEP_SIZE
+    checks its arguments as vfs_fallocate does and then allocates nothing, as OpenZFS's
+    zpl_fallocate does (copy-on-write and snapshots make a reservation impossible), so
+    st_blocks stays as it was."""
+
+    def fallocate(self, fd: int, mode: int, offset: int,  # type: ignore[override]
+                  length: int) -> int:
+        if mode != FALLOC_FL_KEEP_SIZE:
+            return super().fallocate(fd, mode, offset, length)
+        self.fstat(fd)                              # EBADF
+        if offset < 0 or length <= 0:
+            raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+        self.pwrite(fd, b"", 0)                     # EBADF: not open for writing
+        if offset + length > MAX_LFS_FILESIZE:
+            raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+        return 0
+
+
+class ShortStatFS(UsualFS):
+    """A correct file system whose stat answers are built from ten fields, the short
+    way (``os.stat_result((mode, ..., size, ...))``): st_blocks and st_blksize read as
+    None, as on a system whose stat has no such fields."""
+
+    def fstat(self, fd: int) -> os.stat_result:
+        return os.stat_result(tuple(super().fstat(fd))[:10])
+
+    def stat(self, path: str) -> os.stat_result:
+        return os.stat_result(tuple(super().stat(path))[:10])
+
+
+class DirectoryFsyncFS(UsualFS):
+    """A correct file system whose fsync keeps to what fsync(2) promises, as ext2's
+    does: a file's fsync makes its data and size durable, and its name becomes durable
+    with an fsync of its directory ("an explicit fsync() on a file descriptor for the
+    directory is also needed")."""
+
+    def commit(self, inode: Inode) -> None:
+        if inode.is_dir:
+            super().commit(inode)
+        else:
+            self.disk_size[inode.ino] = inode.size
+
+
+# the modes vfs_fallocate lets through to the file system (the rest it refuses first)
+_VFS_MODES = (0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              FALLOC_FL_ZERO_RANGE, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+              FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE)
+
+
+class PassthroughFallocateFS(PosixChoicesFS):
+    """A correct file system whose fallocate is libfuse's passthrough's: it allocates
+    with mode 0 and answers EOPNOTSUPP for every other mode (KEEP_SIZE included), after
+    the VFS's checks; it lists no ``features``."""
+
+    def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
+        if mode == 0:
+            self._fs.fallocate(fd, mode, offset, length)
+            return
+        self._fs.fstat(fd)                           # EBADF
+        if offset < 0 or length <= 0:
+            raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+        if mode in _VFS_MODES:
+            self._fs.pwrite(fd, b"", 0)              # EBADF: not open for writing
+            if offset + length > MAX_LFS_FILESIZE:
+                raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+        raise OSError(errno.EOPNOTSUPP, "fallocate: only mode 0")
+
+
+class NoDirectoryFsyncFS(UsualFS):
+    """A correct file system whose file fsync commits the name too (a journal), and
+    whose directories have no fsync: fsync of one answers EINVAL, as vfs_fsync_range
+    does for a file system without ->fsync."""
+
+    def fsync(self, fd: int) -> int:  # type: ignore[override]
+        if self.file(fd).inode.is_dir:
+            raise OSError(errno.EINVAL, "fsync: directories cannot be synced")
+        return super().fsync(fd)

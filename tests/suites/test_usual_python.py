@@ -35,6 +35,25 @@ RUNS = {
     "fs-errors": ("--folio-fs=tests.helpers.usual_python:UsualErrorsFS",
                   "--folio-block-sizes=4K", "-k",
                   "not mtd and not cache and (differential or semantics)"),
+    # fallocate KEEP_SIZE that allocates nothing (OpenZFS): st_blocks stays
+    "fs-no-prealloc": ("--folio-fs=tests.helpers.usual_python:NoPreallocationFS",
+                       "--folio-block-sizes=4K", "-k",
+                       "not mtd and not cache and (st_blocks or differential)"),
+    # stat answers of ten fields: no st_blocks or st_blksize to check
+    "fs-short-stat": ("--folio-fs=tests.helpers.usual_python:ShortStatFS",
+                      "--folio-block-sizes=4K", "-k",
+                      "not mtd and not cache and (st_blocks or st_blksize or fstat_agree)"),
+    # fsync commits data and size, an fsync of the directory the names (fsync(2), ext2)
+    "fs-directory-fsync": ("--folio-fs=tests.helpers.usual_python:DirectoryFsyncFS",
+                           "--folio-block-sizes=4K", "-k", "fs_powercut"),
+    # fallocate of mode 0 only, EOPNOTSUPP for KEEP_SIZE (libfuse's passthrough)
+    "fs-passthrough-fallocate": (
+        "--folio-fs=tests.helpers.usual_python:PassthroughFallocateFS",
+        "--folio-block-sizes=4K", "-k",
+        "not mtd and not cache and (differential or test_fsx or fallocate)"),
+    # no fsync of a directory (EINVAL), names committed by the file's fsync
+    "fs-no-directory-fsync": ("--folio-fs=tests.helpers.usual_python:NoDirectoryFsyncFS",
+                              "--folio-block-sizes=4K", "-k", "fs_powercut"),
 }
 # which suites each run must have passed (not skipped): fsx, the differential, the
 # semantics suites, the power cuts; fsx for flash
@@ -45,12 +64,19 @@ MUST_PASS = {
     "mtd-memoryview": ("test_mtd_fsx.py",),
     "fs-posix": ("test_fs_differential.py", "test_fs_semantics.py"),
     "fs-errors": ("test_fs_differential.py", "test_fs_semantics.py"),
+    "fs-no-prealloc": ("test_fs_differential.py", "test_fs_semantics.py"),
+    "fs-short-stat": ("test_fs_semantics.py",),
+    "fs-directory-fsync": ("test_fs_powercut.py",),
+    "fs-passthrough-fallocate": ("test_fs_differential.py", "test_fsx.py"),
+    "fs-no-directory-fsync": ("test_fs_powercut.py",),
 }
 
 
 # two seeds each; the memoryview device is the mtd one with other reads: one seed
 CASES = [("fs", 1), ("fs", 2), ("mtd", 1), ("mtd", 2), ("mtd-memoryview", 3), ("fs-posix", 1),
-         ("fs-errors", 2)]
+         ("fs-errors", 2), ("fs-no-prealloc", 1),
+         ("fs-short-stat", 1), ("fs-directory-fsync", 1),
+         ("fs-passthrough-fallocate", 1), ("fs-no-directory-fsync", 1)]
 
 
 @pytest.mark.parametrize(("run", "seed"), CASES, ids=[f"{r}-{s}" for r, s in CASES])
