@@ -146,6 +146,16 @@ def fs_powercut_ops(seed: int, rounds: int, schedule: str,
                              rng.randrange(64 << 10, 320 << 10)))
         return offset, max(1, min(length, MAX_END - offset))
 
+    def size() -> int:
+        """A truncate's size: to 0 (an fsync of an empty file must save its
+        emptiness), at a page boundary, or anywhere."""
+        pick = rng.random()
+        if pick < 0.2:
+            return 0
+        if pick < 0.4:
+            return rng.randrange(MAX_END >> 12) << 12
+        return rng.randrange(MAX_END)
+
     def change() -> FsOp:
         pick = rng.random()
         name = rng.choice(NAMES)
@@ -153,7 +163,7 @@ def fs_powercut_ops(seed: int, rounds: int, schedule: str,
         if pick < renames:
             return FsOp("rename", name, to=rng.choice([n for n in NAMES if n != name]))
         if pick < renames + 0.15:
-            return FsOp("truncate", name, rng.randrange(MAX_END), fd=fd)
+            return FsOp("truncate", name, size(), fd=fd)
         offset, length = where()
         kind = rng.choice(writes)
         if kind == "copy":
@@ -166,8 +176,10 @@ def fs_powercut_ops(seed: int, rounds: int, schedule: str,
     ops: list[FsOp] = []
     for _ in range(rounds):
         ops += [change() for _ in range(rng.randint(2, 6))]
-        ops += [FsOp("fsync", name, fd=rng.randrange(DESCRIPTORS))
-                for name in rng.sample(NAMES, rng.randint(1, 3))]
+        for name in rng.sample(NAMES, rng.randint(1, 3)):
+            if rng.random() < 0.15:     # emptied, then fsynced: the emptiness is saved
+                ops.append(FsOp("truncate", name, 0, fd=rng.randrange(DESCRIPTORS)))
+            ops.append(FsOp("fsync", name, fd=rng.randrange(DESCRIPTORS)))
         if schedule != "fsync":
             ops += [change() for _ in range(rng.randint(1, 3))]
         ops.append(CUT)

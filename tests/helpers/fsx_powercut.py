@@ -160,11 +160,22 @@ class MappedStoresNeverDirty(PowerCutFS):
         return None                                       # bug: folio not marked dirty
 
 
+class FsyncOfAnEmptyFileCommitsNothing(PowerCutFS):
+    """fsync returns at once for an empty file (``if not inode.size: return``): what
+    else changed it since its last commit (a rename, a new name) is not committed, so a
+    file emptied, renamed and fsync'd is found under its old name after a cut."""
+
+    def fsync(self, fd: int) -> None:
+        if self.file(fd).inode.size == 0:
+            return                                  # bug: nothing to write, nothing commits
+        super().fsync(fd)
+
+
 POWER_CUT_BUGS = [FsyncCommitsWithoutTheData, FsyncLeavesTheNameBehind]
 """Bugs that break fsync's promise: caught under either rules."""
 ORDERED_BUGS = [SizeBeforeData]
 """Bugs that break only ordered mode's promise: caught under ``ordered`` rules."""
 DURABILITY_BUGS = [ReclaimForgetsTheWriteback, WritebackDropsTheFilesLastByte,
-                   FsyncStopsAt1MiB, MappedStoresNeverDirty]
+                   FsyncStopsAt1MiB, MappedStoresNeverDirty, FsyncOfAnEmptyFileCommitsNothing]
 """Data lost on its way to the disk: the power-cut suites catch each (other suites may
 too)."""
