@@ -135,6 +135,21 @@ class MemoryviewMTD(UsualMTD):
 _TMPFS_LACKS = (FALLOC_FL_ZERO_RANGE, FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE)
 
 
+def _fallocate_arguments(fs: UsualFS, fd: int, offset: int, length: int) -> None:
+    """vfs_fallocate's first checks: a descriptor (EBADF), a range (EINVAL)."""
+    fs.fstat(fd)
+    if offset < 0 or length <= 0:
+        raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+
+
+def _fallocate_target(fs: UsualFS, fd: int, offset: int, length: int) -> None:
+    """vfs_fallocate's checks after the mode's: open for writing (EBADF), the range
+    within the largest file size (EFBIG)."""
+    fs.pwrite(fd, b"", 0)
+    if offset + length > MAX_LFS_FILESIZE:
+        raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+
+
 class PosixChoicesFS:
     """A correct file system that takes the choices Linux's man pages and POSIX leave
     open, and lists no ``features``: its fallocate knows the modes tmpfs knows and
@@ -155,14 +170,10 @@ class PosixChoicesFS:
     def fallocate(self, fd: int, mode: int, offset: int, length: int) -> None:
         op = mode & ~FALLOC_FL_KEEP_SIZE
         if op in _TMPFS_LACKS:
-            self._fs.fstat(fd)                       # EBADF
-            if offset < 0 or length <= 0:
-                raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+            _fallocate_arguments(self._fs, fd, offset, length)
             if op != FALLOC_FL_ZERO_RANGE and mode & FALLOC_FL_KEEP_SIZE:
                 raise OSError(errno.EOPNOTSUPP, "fallocate: mode with KEEP_SIZE")
-            self._fs.pwrite(fd, b"", 0)              # EBADF: not open for writing
-            if offset + length > MAX_LFS_FILESIZE:
-                raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+            _fallocate_target(self._fs, fd, offset, length)
             raise OSError(errno.EOPNOTSUPP, "fallocate: mode not supported")
         self._fs.fallocate(fd, mode, offset, length)
 
@@ -237,12 +248,8 @@ class NoPreallocationFS(UsualFS):
                   length: int) -> int:
         if mode != FALLOC_FL_KEEP_SIZE:
             return super().fallocate(fd, mode, offset, length)
-        self.fstat(fd)                              # EBADF
-        if offset < 0 or length <= 0:
-            raise OSError(errno.EINVAL, "fallocate: bad offset or length")
-        self.pwrite(fd, b"", 0)                     # EBADF: not open for writing
-        if offset + length > MAX_LFS_FILESIZE:
-            raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+        _fallocate_arguments(self, fd, offset, length)
+        _fallocate_target(self, fd, offset, length)
         return 0
 
 
@@ -286,13 +293,9 @@ class PassthroughFallocateFS(PosixChoicesFS):
         if mode == 0:
             self._fs.fallocate(fd, mode, offset, length)
             return
-        self._fs.fstat(fd)                           # EBADF
-        if offset < 0 or length <= 0:
-            raise OSError(errno.EINVAL, "fallocate: bad offset or length")
+        _fallocate_arguments(self._fs, fd, offset, length)
         if mode in _VFS_MODES:
-            self._fs.pwrite(fd, b"", 0)              # EBADF: not open for writing
-            if offset + length > MAX_LFS_FILESIZE:
-                raise OSError(errno.EFBIG, "fallocate: past the maximum file size")
+            _fallocate_target(self._fs, fd, offset, length)
         raise OSError(errno.EOPNOTSUPP, "fallocate: only mode 0")
 
 
